@@ -1,0 +1,134 @@
+"""Run one case end to end: build it, prepare every candidate, check they agree, time them.
+
+The result is a plain JSON-ready record (see :func:`run_case`), which is what the tables and
+the README are rendered from, so a printed table and a stored JSON file never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from candidates import Candidate
+from cases import Case
+from timing import Call, Timing, run_interleaved
+
+
+def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype) -> list[str]:
+    """Run every call once and compare each output with the first good one; return the errors.
+
+    Outputs are dropped as soon as they are compared, so at most two are alive at once.
+    """
+    errors: list[str] = []
+    reference: np.ndarray | None = None
+    reference_name = ""
+    for name in order:
+        try:
+            out = np.asarray(calls[name]())
+        except Exception as exc:  # a candidate's failure is reported, not fatal to the run
+            errors.append(f"{name} raised {type(exc).__name__}: {exc}")
+            continue
+        if out.shape != case.output_shape or out.dtype != dtype:
+            errors.append(
+                f"{name} returned shape {out.shape} dtype {out.dtype}, "
+                f"expected {case.output_shape} {dtype}"
+            )
+        elif reference is None:
+            reference, reference_name = out, name
+        elif not np.array_equal(out, reference):
+            errors.append(f"{name} differs from {reference_name}")
+        del out
+    return errors
+
+
+def _timing_record(family: str, timing: Timing) -> dict[str, Any]:
+    return {
+        "family": family,
+        "median_s": timing.median,
+        "min_s": timing.min,
+        "max_s": timing.max,
+        "calls_per_sample": timing.calls_per_sample,
+        "samples_s": timing.samples,
+    }
+
+
+def summarise(record: dict[str, Any]) -> None:
+    """Add ``best`` (fastest candidate of each family) and ``ratios`` (each candidate's median
+    over the best of every other family) to a case record."""
+    cands: dict[str, dict[str, Any]] = record["candidates"]
+    best: dict[str, str] = {}
+    for name, c in cands.items():
+        if c["family"] not in best or c["median_s"] < cands[best[c["family"]]]["median_s"]:
+            best[c["family"]] = name
+    record["best"] = best
+    record["ratios"] = {
+        name: {
+            family: c["median_s"] / cands[fastest]["median_s"]
+            for family, fastest in best.items()
+            if family != c["family"]
+        }
+        for name, c in cands.items()
+    }
+
+
+def run_case(
+    case: Case,
+    candidates: Sequence[Candidate],
+    *,
+    rounds: int,
+    min_sample_s: float,
+    reference_family: str = "numpy",
+) -> dict[str, Any]:
+    """Build ``case``, check every applicable candidate against ``reference_family``, time them.
+
+    On any error (a candidate raised, or disagreed with the reference) nothing is timed and
+    the record's ``errors`` says why.
+    """
+    record: dict[str, Any] = {
+        "name": case.name,
+        "description": case.description,
+        "op": case.op,
+        "dtype": case.dtype,
+        "data_shape": list(case.data_shape),
+        "indices_shape": list(case.indices_shape),
+        "indices_dtype": "int64",
+        "axis": case.axis if case.op == "gather" else None,
+        "batch_dims": case.batch_dims,
+        "output_shape": list(case.output_shape),
+        "output_bytes": case.output_bytes,
+        "errors": [],
+        "candidates": {},
+    }
+    inputs = case.build()
+    calls: dict[str, Call] = {}
+    family: dict[str, str] = {}
+    errors: list[str] = record["errors"]
+    for cand in candidates:
+        if cand.name in calls:
+            raise ValueError(f"two candidates named {cand.name!r} apply to case {case.name}")
+        try:
+            call = cand.prepare(inputs)
+        except Exception as exc:
+            errors.append(f"{cand.name} could not be prepared: {type(exc).__name__}: {exc}")
+            continue
+        if call is not None:
+            calls[cand.name] = call
+            family[cand.name] = cand.family
+
+    references = [n for n in calls if family[n] == reference_family]
+    if not references:
+        errors.append(f"no {reference_family} candidate applies to this case")
+        return record
+    order = references + [n for n in calls if family[n] != reference_family]
+    errors.extend(_check(case, calls, order, inputs.data.dtype))
+    if errors:
+        return record
+
+    timings = run_interleaved(calls, rounds, min_sample_s)
+    record["candidates"] = {
+        name: _timing_record(family[name], timing) for name, timing in timings.items()
+    }
+    summarise(record)
+    return record

@@ -1,0 +1,99 @@
+"""Interleaved timing harness: every round times every candidate once, in rotating order.
+
+Interleaving spreads slow drifts of the machine (frequency, page cache, a neighbour's load)
+over all candidates alike instead of charging them to whichever ran last, and rotating the
+order each round removes a fixed "who runs after whom" bias. Each sample times a batch of
+back-to-back calls, sized per candidate so that a batch lasts at least ``min_sample_s``; the
+figure reported is the median over rounds of the time per call.
+
+A :class:`Call` is a function and its arguments. The harness compiles it into a ``timeit``
+loop that calls the function directly with pre-bound arguments, so per-call overheads (which
+decide the tiny cases) are not inflated by a wrapper lambda.
+"""
+
+from __future__ import annotations
+
+import statistics
+import timeit
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CALLS_PER_SAMPLE = 1_000_000
+
+
+@dataclass(frozen=True)
+class Call:
+    """``fn(*args, **kwargs)``: one invocation of a candidate on one case's inputs."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+    def timer(self) -> timeit.Timer:
+        names: dict[str, Any] = {"fn": self.fn}
+        params = []
+        for i, value in enumerate(self.args):
+            names[f"a{i}"] = value
+            params.append(f"a{i}")
+        for key, value in self.kwargs.items():
+            names[f"k_{key}"] = value
+            params.append(f"{key}=k_{key}")
+        return timeit.Timer(f"fn({', '.join(params)})", globals=names)
+
+
+@dataclass
+class Timing:
+    """Samples of one candidate: seconds per call, one sample per round."""
+
+    calls_per_sample: int
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+
+def calls_per_sample(timer: timeit.Timer, min_sample_s: float) -> int:
+    """How many back-to-back calls make one sample last at least ``min_sample_s``."""
+    number = 1
+    while True:
+        elapsed = timer.timeit(number)
+        if elapsed >= min_sample_s or number >= MAX_CALLS_PER_SAMPLE:
+            return number
+        # Aim 20% past the target so that the next try usually settles it.
+        guess = int(number * 1.2 * min_sample_s / max(elapsed, 1e-9)) + 1
+        number = min(MAX_CALLS_PER_SAMPLE, max(guess, number * 2))
+
+
+def run_interleaved(
+    calls: Mapping[str, Call], rounds: int, min_sample_s: float
+) -> dict[str, Timing]:
+    """Time every call ``rounds`` times, interleaved, rotating the order each round.
+
+    The calls are expected to have been run once already (the output check does that), so
+    the calibration here is not a cold first call.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    names = list(calls)
+    timers = {name: calls[name].timer() for name in names}
+    timings = {name: Timing(calls_per_sample(timers[name], min_sample_s)) for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            timing = timings[name]
+            elapsed = timers[name].timeit(timing.calls_per_sample)
+            timing.samples.append(elapsed / timing.calls_per_sample)
+    return timings

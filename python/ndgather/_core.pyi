@@ -1,0 +1,28 @@
+from typing import Any, Literal, SupportsIndex
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_Mode = Literal["raise", "zero", "clip"]
+
+def gather_nd(
+    data: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    batch_dims: SupportsIndex = 0,
+    *,
+    mode: _Mode = "raise",
+    out: np.ndarray[Any, Any] | None = None,
+) -> np.ndarray[Any, Any]: ...
+def gather(
+    data: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    axis: SupportsIndex = 0,
+    batch_dims: SupportsIndex = 0,
+    *,
+    mode: _Mode = "raise",
+    out: np.ndarray[Any, Any] | None = None,
+) -> np.ndarray[Any, Any]: ...
+def set_num_threads(n: SupportsIndex) -> None: ...
+def get_num_threads() -> int: ...

@@ -1,0 +1,178 @@
+//! Running a plan: the order of validation and copying that makes errors
+//! deterministic and leaves a caller's output untouched, and the split of
+//! the work over threads.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use crate::error::{GatherError, OutOfRange, Result};
+use crate::index::{load_exact, with_index_type};
+use crate::kernel::{first_bad, gather_rows, BadRow, Mode};
+use crate::plan::Plan;
+use crate::threads::in_pool;
+use crate::walk::{unravel, Odometer};
+
+/// What the output buffer is to the caller if an index turns out bad.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The caller's own array (`out=`): all indices are validated before a
+    /// byte of it is written.
+    Kept,
+    /// A fresh array the caller drops on error: indices are validated while
+    /// copying, and only on an error is the first bad one searched for.
+    Scratch,
+}
+
+/// Work below this many bytes (output plus indices read) runs on the
+/// calling thread: waking the pool costs more than it saves.
+const PARALLEL_MIN_BYTES: usize = 128 * 1024;
+
+/// Smallest piece of output one task copies.
+const TASK_MIN_BYTES: usize = 32 * 1024;
+
+impl Plan<'_> {
+    /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
+    /// must not overlap `data`. Uses up to `threads` threads.
+    pub fn execute(
+        &self,
+        mode: Mode,
+        out: &mut [u8],
+        output: Output,
+        threads: usize,
+    ) -> Result<()> {
+        if out.len() != self.out_bytes {
+            return Err(GatherError::InvalidArgument(format!(
+                "output buffer has {} bytes, the result needs {}",
+                out.len(),
+                self.out_bytes
+            )));
+        }
+        let can_fail = self.n_index_rows > 0
+            && match mode {
+                Mode::Raise => true,
+                Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
+                Mode::Zero => false,
+            };
+        // Every index is visited by the copy only when there is output.
+        if can_fail && (output == Output::Kept || self.out_bytes == 0) {
+            self.check_all(mode, threads)?;
+        }
+        if self.out_bytes == 0 {
+            return Ok(());
+        }
+        match self.copy(mode, out, threads) {
+            Ok(()) => Ok(()),
+            // The copy met a bad index. Report the first one in C order; if
+            // there is none now, `indices` changed under us.
+            Err(BadRow) => {
+                self.check_all(mode, threads)?;
+                Err(GatherError::IndicesModified)
+            }
+        }
+    }
+
+    fn copy(&self, mode: Mode, out: &mut [u8], threads: usize) -> std::result::Result<(), BadRow> {
+        let sb = self.slice_bytes;
+        let work = out.len() + self.n_rows * self.tuple.len() * self.index_type.itemsize();
+        let serial = |out: &mut [u8]| self.copy_rows(mode, 0, out);
+        if threads <= 1 || work < PARALLEL_MIN_BYTES || self.n_rows < 2 {
+            return serial(out);
+        }
+        let tasks = threads * 4;
+        let rows_per_task = self.n_rows.div_ceil(tasks).max(TASK_MIN_BYTES.div_ceil(sb));
+        let failed = AtomicBool::new(false);
+        let parallel = || {
+            out.par_chunks_mut(rows_per_task * sb)
+                .enumerate()
+                .try_for_each(|(t, chunk)| {
+                    if failed.load(Ordering::Relaxed) {
+                        return Err(BadRow);
+                    }
+                    self.copy_rows(mode, t * rows_per_task, chunk)
+                        .inspect_err(|_| {
+                            failed.store(true, Ordering::Relaxed);
+                        })
+                })
+        };
+        match in_pool(threads, parallel) {
+            Some(result) => result,
+            None => serial(out),
+        }
+    }
+
+    fn copy_rows(
+        &self,
+        mode: Mode,
+        start: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), BadRow> {
+        // SAFETY: the plan's views were checked when it was made; `out`
+        // holds whole rows from `start` on (callers split at row bounds) and
+        // does not overlap `data` (caller of `execute`).
+        with_index_type!(self.index_type, T => unsafe {
+            match mode {
+                Mode::Raise => gather_rows::<T, false, false>(self, start, out),
+                Mode::Zero => gather_rows::<T, false, true>(self, start, out),
+                Mode::Clip => gather_rows::<T, true, false>(self, start, out),
+            }
+        })
+    }
+
+    /// Validates every stored index; the error names the first bad one in
+    /// C order of `indices`, whatever the thread count.
+    fn check_all(&self, mode: Mode, threads: usize) -> Result<()> {
+        let clip = mode == Mode::Clip;
+        let n = self.n_index_rows;
+        let scan = |rows: std::ops::Range<usize>| {
+            // SAFETY: the plan's views were checked; rows are in range.
+            with_index_type!(self.index_type, T => unsafe {
+                if clip { first_bad::<T, true>(self, rows) } else { first_bad::<T, false>(self, rows) }
+            })
+        };
+        let reads = n * self.tuple.len() * self.index_type.itemsize();
+        let bad = if threads <= 1 || reads < PARALLEL_MIN_BYTES {
+            scan(0..n)
+        } else {
+            let per_task = n.div_ceil(threads * 4);
+            let tasks = n.div_ceil(per_task);
+            let parallel = || {
+                (0..tasks)
+                    .into_par_iter()
+                    .find_map_first(|t| scan(t * per_task..((t + 1) * per_task).min(n)))
+            };
+            in_pool(threads, parallel).unwrap_or_else(|| scan(0..n))
+        };
+        match bad {
+            None => Ok(()),
+            Some((row, j)) => Err(GatherError::IndexOutOfRange(Box::new(
+                self.describe_bad(row, j),
+            ))),
+        }
+    }
+
+    fn describe_bad(&self, row: usize, j: usize) -> OutOfRange {
+        let od = Odometer::new(&self.index_rows, row);
+        let ty = self.index_type;
+        // SAFETY: `row` is an existing index row, so its tuple lies inside
+        // the checked `indices` span.
+        let read = |pos: usize| unsafe {
+            let base = self.indices.bytes.as_ptr().add(self.indices.offset);
+            load_exact(
+                ty,
+                base.offset(od.index_off + pos as isize * self.tuple_stride),
+            )
+        };
+        let axis = self.tuple[j];
+        OutOfRange {
+            value: read(j),
+            position: unravel(row, &self.position_shape),
+            tuple: self
+                .is_nd
+                .then(|| (0..self.tuple.len()).map(read).collect()),
+            axis: axis.axis,
+            axis_size: axis.size,
+            data_shape: self.data_shape.clone(),
+        }
+    }
+}

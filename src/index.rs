@@ -1,0 +1,161 @@
+//! Index element types, read in place from any alignment.
+
+/// The integer dtypes accepted for `indices`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexType {
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl IndexType {
+    /// From NumPy's dtype kind (`b'i'` or `b'u'`) and itemsize; `None` for
+    /// anything else.
+    pub fn from_kind(kind: u8, itemsize: usize) -> Option<Self> {
+        Some(match (kind, itemsize) {
+            (b'i', 1) => IndexType::I8,
+            (b'i', 2) => IndexType::I16,
+            (b'i', 4) => IndexType::I32,
+            (b'i', 8) => IndexType::I64,
+            (b'u', 1) => IndexType::U8,
+            (b'u', 2) => IndexType::U16,
+            (b'u', 4) => IndexType::U32,
+            (b'u', 8) => IndexType::U64,
+            _ => return None,
+        })
+    }
+
+    pub fn itemsize(self) -> usize {
+        match self {
+            IndexType::I8 | IndexType::U8 => 1,
+            IndexType::I16 | IndexType::U16 => 2,
+            IndexType::I32 | IndexType::U32 => 4,
+            IndexType::I64 | IndexType::U64 => 8,
+        }
+    }
+}
+
+/// One index element type. `load` is the hot path; `load_exact` is for
+/// error messages only.
+pub(crate) trait IndexElem: Copy + Send + Sync + 'static {
+    /// Reads the value at `ptr` as `i64`. Unsigned values above `i64::MAX`
+    /// saturate to `i64::MAX`, which is out of range for every axis
+    /// (an axis size is at most `isize::MAX`).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reading `size_of::<Self>()` bytes; any
+    /// alignment is fine.
+    unsafe fn load(ptr: *const u8) -> i64;
+
+    /// The exact stored value.
+    ///
+    /// # Safety
+    /// As for [`IndexElem::load`].
+    unsafe fn load_exact(ptr: *const u8) -> i128;
+}
+
+macro_rules! index_elem {
+    ($($t:ty),*) => {$(
+        impl IndexElem for $t {
+            #[inline(always)]
+            unsafe fn load(ptr: *const u8) -> i64 {
+                // SAFETY: the caller guarantees `ptr` is readable for
+                // size_of::<$t>() bytes; read_unaligned accepts any alignment.
+                let v = unsafe { ptr.cast::<$t>().read_unaligned() };
+                i64::try_from(v).unwrap_or(i64::MAX)
+            }
+
+            unsafe fn load_exact(ptr: *const u8) -> i128 {
+                // SAFETY: as in `load`.
+                i128::from(unsafe { ptr.cast::<$t>().read_unaligned() })
+            }
+        }
+    )*};
+}
+
+index_elem!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// Runs `$body` with `$T` bound to the Rust type of an [`IndexType`].
+macro_rules! with_index_type {
+    ($ty:expr, $T:ident => $body:expr) => {
+        match $ty {
+            $crate::index::IndexType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::index::IndexType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::index::IndexType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::index::IndexType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::index::IndexType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::index::IndexType::U16 => {
+                type $T = u16;
+                $body
+            }
+            $crate::index::IndexType::U32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::index::IndexType::U64 => {
+                type $T = u64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_index_type;
+
+/// Reads one stored index of type `ty` exactly (for error messages).
+///
+/// # Safety
+/// `ptr` must be valid for reading `ty.itemsize()` bytes.
+pub(crate) unsafe fn load_exact(ty: IndexType, ptr: *const u8) -> i128 {
+    // SAFETY: forwarded from the caller.
+    with_index_type!(ty, T => unsafe { T::load_exact(ptr) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_unsigned_saturates() {
+        let v = u64::MAX.to_ne_bytes();
+        // SAFETY: an 8-byte buffer read as u64.
+        assert_eq!(unsafe { u64::load(v.as_ptr()) }, i64::MAX);
+        // SAFETY: as above.
+        assert_eq!(unsafe { u64::load_exact(v.as_ptr()) }, u64::MAX as i128);
+    }
+
+    #[test]
+    fn unaligned_reads() {
+        let mut buf = [0u8; 9];
+        buf[1..9].copy_from_slice(&(-5i64).to_ne_bytes());
+        // SAFETY: bytes 1..9 hold an i64 at an odd address.
+        assert_eq!(unsafe { i64::load(buf.as_ptr().add(1)) }, -5);
+    }
+
+    #[test]
+    fn kinds() {
+        assert_eq!(IndexType::from_kind(b'u', 2), Some(IndexType::U16));
+        assert_eq!(IndexType::from_kind(b'f', 8), None);
+        assert_eq!(IndexType::from_kind(b'b', 1), None);
+        assert_eq!(IndexType::I32.itemsize(), 4);
+    }
+}

@@ -1,0 +1,297 @@
+//! The copy loops. Work goes in blocks of rows: first every row's source
+//! offset is computed (reading and resolving its indices), then the block's
+//! slices are copied with a loop specialised for the slice's byte width.
+
+use std::ptr;
+
+use crate::index::IndexElem;
+use crate::layout::SliceLayout;
+use crate::plan::Plan;
+use crate::walk::Odometer;
+
+/// What an index outside `[-s, s)` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Report an `IndexError`.
+    Raise,
+    /// Fill the slice it addresses with zero bytes.
+    Zero,
+    /// Wrap negatives, then clamp into `[0, s - 1]`.
+    Clip,
+}
+
+impl Mode {
+    /// Parses the Python-facing spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "raise" => Some(Mode::Raise),
+            "zero" => Some(Mode::Zero),
+            "clip" => Some(Mode::Clip),
+            _ => None,
+        }
+    }
+}
+
+/// Rows per block: the block's offsets (4 KiB) stay in L1 between the two
+/// phases.
+pub(crate) const BLOCK: usize = 512;
+
+/// Offset marking a row whose slice is zero-filled (`Mode::Zero`). Never a
+/// real offset: those lie within one allocation, far from `isize::MIN`.
+const ZERO_FILL: isize = isize::MIN;
+
+/// Resolves an index on an axis of `size`: negatives count from the end;
+/// `None` if it addresses nothing (with `CLIP`, only on an empty axis).
+#[inline(always)]
+pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize) -> Option<usize> {
+    let s = size as i64;
+    // No overflow: s >= 0, so v + s >= i64::MIN + 0 when v < 0.
+    let v = if v < 0 { v + s } else { v };
+    if CLIP {
+        (s > 0).then(|| v.clamp(0, s - 1) as usize)
+    } else {
+        ((v as u64) < (s as u64)).then_some(v as usize)
+    }
+}
+
+/// A row whose index addresses nothing (at the row's position in the
+/// walked range).
+pub(crate) struct BadRow;
+
+/// Fills `offsets` with the byte offsets, from element `[0, ..., 0]` of
+/// `data`, of the slices of the next `offsets.len()` rows.
+///
+/// # Safety
+/// `plan` must have been checked (views inside their buffers), and `od` must
+/// walk rows of `plan.rows` that exist.
+#[inline(always)]
+unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+    plan: &Plan<'_>,
+    od: &mut Odometer,
+    offsets: &mut [isize],
+) -> Result<(), BadRow> {
+    // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
+    let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
+    for slot in offsets.iter_mut() {
+        let mut off = od.data_off;
+        // SAFETY: `index_off` is the offset of an existing position of
+        // `indices` (odometer over its own shape), inside the checked span.
+        let tuple = unsafe { index_base.offset(od.index_off) };
+        let mut ok = true;
+        for (j, axis) in plan.tuple.iter().enumerate() {
+            // SAFETY: position j < k of the tuple exists in `indices`.
+            let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
+            match resolve::<CLIP>(v, axis.size) {
+                Some(x) => off += x as isize * axis.data_stride,
+                None => ok = false,
+            }
+        }
+        if !ok {
+            if !ZERO {
+                return Err(BadRow);
+            }
+            off = ZERO_FILL;
+        }
+        *slot = off;
+        od.advance(&plan.rows);
+    }
+    Ok(())
+}
+
+/// Copies `W`-byte slices; `W` known at compile time becomes plain moves.
+///
+/// # Safety
+/// Every non-marker offset addresses `W` readable bytes from `src`; `dst`
+/// holds `offsets.len() * W` writable bytes not overlapping `data`.
+#[inline(always)]
+unsafe fn copy_fixed<const W: usize>(src: *const u8, offsets: &[isize], dst: *mut u8) {
+    for (i, &off) in offsets.iter().enumerate() {
+        // SAFETY: row i of the block lies in `dst` (caller).
+        let d = unsafe { dst.add(i * W) };
+        if off == ZERO_FILL {
+            // SAFETY: as above.
+            unsafe { ptr::write_bytes(d, 0, W) };
+        } else {
+            // SAFETY: the source slice is inside `data` (caller), the
+            // destination inside the output, and they do not overlap.
+            unsafe { ptr::copy_nonoverlapping(src.offset(off), d, W) };
+        }
+    }
+}
+
+/// As [`copy_fixed`] with the width known only at run time.
+///
+/// # Safety
+/// As for [`copy_fixed`] with `W = width`.
+unsafe fn copy_var(src: *const u8, offsets: &[isize], dst: *mut u8, width: usize) {
+    for (i, &off) in offsets.iter().enumerate() {
+        // SAFETY: row i of the block lies in `dst` (caller).
+        let d = unsafe { dst.add(i * width) };
+        if off == ZERO_FILL {
+            // SAFETY: as above.
+            unsafe { ptr::write_bytes(d, 0, width) };
+        } else {
+            // SAFETY: as in `copy_fixed`.
+            unsafe { ptr::copy_nonoverlapping(src.offset(off), d, width) };
+        }
+    }
+}
+
+/// Copies slices that are not contiguous in `data`: runs of `run` bytes at
+/// the positions of `outer`.
+///
+/// # Safety
+/// Every non-marker offset is the start of a slice of `data` whose runs are
+/// all readable; `dst` holds `offsets.len() * slice_bytes` writable bytes.
+unsafe fn copy_strided(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    run: usize,
+    outer: &[(usize, isize)],
+    slice_bytes: usize,
+) {
+    let runs: usize = outer.iter().map(|o| o.0).product();
+    let mut coords = vec![0usize; outer.len()];
+    for (i, &off) in offsets.iter().enumerate() {
+        // SAFETY: row i of the block lies in `dst` (caller).
+        let mut d = unsafe { dst.add(i * slice_bytes) };
+        if off == ZERO_FILL {
+            // SAFETY: as above.
+            unsafe { ptr::write_bytes(d, 0, slice_bytes) };
+            continue;
+        }
+        let mut s = off;
+        for _ in 0..runs {
+            // SAFETY: `s` is the offset of one run of this slice (caller);
+            // `d` walks the row's `slice_bytes` bytes one run at a time.
+            unsafe {
+                ptr::copy_nonoverlapping(src.offset(s), d, run);
+                d = d.add(run);
+            }
+            for (c, &(n, stride)) in coords.iter_mut().zip(outer).rev() {
+                *c += 1;
+                s += stride;
+                if *c < n {
+                    break;
+                }
+                s -= stride * n as isize;
+                *c = 0;
+            }
+        }
+    }
+}
+
+/// Copies the slices of one block, dispatching on the slice layout.
+///
+/// # Safety
+/// As for the copy functions: offsets from [`compute_offsets`] on the same
+/// plan, `dst` exactly `offsets.len() * plan.slice_bytes` bytes.
+unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
+    // SAFETY: `data.offset` is inside `data.bytes` whenever a slice is read
+    // (checked view; no slice is read from an empty array).
+    let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
+    macro_rules! fixed {
+        ($($w:literal)*) => {
+            match plan.slice {
+                $(SliceLayout::Contiguous { bytes: $w } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_fixed::<$w>(src, offsets, dst) }
+                })*
+                SliceLayout::Contiguous { bytes } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_var(src, offsets, dst, bytes) }
+                }
+                SliceLayout::Strided { run, ref outer } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_strided(src, offsets, dst, run, outer, plan.slice_bytes) }
+                }
+            }
+        };
+    }
+    fixed!(1 2 3 4 6 8 12 16 24 32 48 64 128);
+}
+
+/// Gathers output rows `start..start + n` into `out` (their bytes).
+///
+/// # Safety
+/// `plan` checked; `start + n <= plan.n_rows`; `out.len() == n * slice_bytes`;
+/// `out` does not overlap `data`.
+pub(crate) unsafe fn gather_rows<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+    plan: &Plan<'_>,
+    start: usize,
+    out: &mut [u8],
+) -> Result<(), BadRow> {
+    let sb = plan.slice_bytes;
+    let n = out.len().checked_div(sb).unwrap_or(0);
+    let mut od = Odometer::new(&plan.rows, start);
+    let mut offsets = [0isize; BLOCK];
+    let mut done = 0;
+    while done < n {
+        let len = BLOCK.min(n - done);
+        let block = &mut offsets[..len];
+        // SAFETY: rows start+done .. start+done+len exist (caller).
+        unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, block)? };
+        // SAFETY: the block's rows occupy out[done*sb .. (done+len)*sb].
+        unsafe { copy_block(plan, block, out.as_mut_ptr().add(done * sb)) };
+        done += len;
+    }
+    Ok(())
+}
+
+/// Finds the first stored index (C order of `indices`) among index rows
+/// `rows` that addresses nothing: `(row, position in tuple)`.
+///
+/// # Safety
+/// `plan` checked; `rows.end <= plan.n_index_rows`.
+pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
+    plan: &Plan<'_>,
+    rows: std::ops::Range<usize>,
+) -> Option<(usize, usize)> {
+    // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
+    let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
+    let mut od = Odometer::new(&plan.index_rows, rows.start);
+    for row in rows {
+        // SAFETY: an existing position of `indices`, inside its span.
+        let tuple = unsafe { index_base.offset(od.index_off) };
+        for (j, axis) in plan.tuple.iter().enumerate() {
+            // SAFETY: position j < k of the tuple exists.
+            let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
+            if resolve::<CLIP>(v, axis.size).is_none() {
+                return Some((row, j));
+            }
+        }
+        od.advance(&plan.index_rows);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_wraps_and_checks() {
+        assert_eq!(resolve::<false>(-1, 3), Some(2));
+        assert_eq!(resolve::<false>(-3, 3), Some(0));
+        assert_eq!(resolve::<false>(-4, 3), None);
+        assert_eq!(resolve::<false>(3, 3), None);
+        assert_eq!(resolve::<false>(i64::MIN, 3), None);
+        assert_eq!(resolve::<false>(i64::MAX, 3), None);
+        assert_eq!(resolve::<false>(0, 0), None);
+    }
+
+    #[test]
+    fn resolve_clips_after_wrapping() {
+        assert_eq!(resolve::<true>(-1, 3), Some(2));
+        assert_eq!(resolve::<true>(-7, 3), Some(0));
+        assert_eq!(resolve::<true>(9, 3), Some(2));
+        assert_eq!(resolve::<true>(0, 0), None);
+    }
+
+    #[test]
+    fn mode_names() {
+        assert_eq!(Mode::parse("zero"), Some(Mode::Zero));
+        assert_eq!(Mode::parse("wrap"), None);
+    }
+}

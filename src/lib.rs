@@ -1,0 +1,28 @@
+//! ndgather: GatherND and Gather over N-dimensional arrays of any element
+//! size and layout.
+//!
+//! The core knows nothing of Python: arrays are [`ArrayView`]s (bytes,
+//! shape, byte strides), a call is planned ([`plan_gather_nd`],
+//! [`plan_gather`]) and then executed ([`Plan::execute`]), and every failure
+//! is a [`GatherError`]. The PyO3 bindings live in `python/`, compiled only
+//! with the `python` feature.
+
+mod error;
+mod execute;
+mod index;
+mod kernel;
+mod layout;
+mod plan;
+mod threads;
+mod walk;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use error::{GatherError, OutOfRange, Result};
+pub use execute::Output;
+pub use index::IndexType;
+pub use kernel::Mode;
+pub use layout::{span, ArrayView};
+pub use plan::{plan_gather, plan_gather_nd, Plan};
+pub use threads::{num_threads, set_num_threads};

@@ -1,0 +1,411 @@
+//! Validation of shapes and attributes, the output shape, and the
+//! decomposition of both operators into one walk:
+//!
+//! ```text
+//! for row in rows (C order of the output without the slice axes):
+//!     src = data + Σ row coords · data strides + Σ_j resolve(indices[row, j]) · tuple strides
+//!     copy the slice at src to output row
+//! ```
+//!
+//! `gather_nd` rows are `indices.shape[:-1]` (batch axes first) with a tuple
+//! of `k` indices; `gather` rows are batch, outer (`data.shape[b:axis]`) and
+//! `indices.shape[b:]` axes with a tuple of one index.
+
+use crate::error::{fmt_tuple, GatherError, Result};
+use crate::index::IndexType;
+use crate::layout::{coalesce, ArrayView, Dim, SliceLayout};
+
+/// One axis of `data` addressed by a position of the index tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TupleAxis {
+    /// The axis number in `data` (for messages).
+    pub axis: usize,
+    pub size: usize,
+    pub data_stride: isize,
+}
+
+/// Everything the kernel needs, computed once per call, with the arrays it
+/// reads.
+#[derive(Clone, Debug)]
+pub struct Plan<'a> {
+    pub(crate) data: ArrayView<'a>,
+    pub(crate) indices: ArrayView<'a>,
+    pub(crate) index_type: IndexType,
+    pub(crate) out_shape: Vec<usize>,
+    pub(crate) out_bytes: usize,
+    /// The copy walk: output rows in C order, coalesced.
+    pub(crate) rows: Vec<Dim>,
+    pub(crate) n_rows: usize,
+    /// The validation walk: every stored index position once, in C order of
+    /// `indices` (the rows without gather's outer axes), coalesced.
+    pub(crate) index_rows: Vec<Dim>,
+    pub(crate) n_index_rows: usize,
+    /// The shape a flat index-row number unravels over, for messages:
+    /// `indices.shape[:-1]` for gather_nd, `indices.shape` for gather.
+    pub(crate) position_shape: Vec<usize>,
+    pub(crate) tuple: Vec<TupleAxis>,
+    /// Byte stride between the elements of one index tuple.
+    pub(crate) tuple_stride: isize,
+    pub(crate) slice: SliceLayout,
+    pub(crate) slice_bytes: usize,
+    pub(crate) is_nd: bool,
+    pub(crate) data_shape: Vec<usize>,
+}
+
+impl Plan<'_> {
+    /// The shape of the result.
+    pub fn out_shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    /// The size of the result in bytes.
+    pub fn out_bytes(&self) -> usize {
+        self.out_bytes
+    }
+}
+
+fn invalid(msg: String) -> GatherError {
+    GatherError::InvalidArgument(msg)
+}
+
+/// Element and byte counts of `shape`, or `Overflow`.
+fn checked_sizes(shape: &[usize], itemsize: usize) -> Result<usize> {
+    let overflow = || {
+        GatherError::Overflow(format!(
+            "the output shape {} with itemsize {itemsize} has more bytes than fit in 64 bits",
+            fmt_tuple(shape)
+        ))
+    };
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let elems = shape
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .ok_or_else(overflow)?;
+    let bytes = elems.checked_mul(itemsize).ok_or_else(overflow)?;
+    if bytes > isize::MAX as usize {
+        return Err(overflow());
+    }
+    Ok(bytes)
+}
+
+fn check_batch_shapes(data: &[usize], indices: &[usize], b: usize, op: &str) -> Result<()> {
+    if data[..b] != indices[..b] {
+        return Err(invalid(format!(
+            "{op}: the first batch_dims={b} dimensions of data and indices must be equal, \
+             got data shape {} and indices shape {}",
+            fmt_tuple(data),
+            fmt_tuple(indices)
+        )));
+    }
+    Ok(())
+}
+
+fn checked_views(
+    data: &ArrayView<'_>,
+    indices: &ArrayView<'_>,
+    index_type: IndexType,
+) -> Result<()> {
+    data.check("data")?;
+    indices.check("indices")?;
+    if indices.itemsize != index_type.itemsize() {
+        return Err(invalid(format!(
+            "indices itemsize {} does not match its type {index_type:?}",
+            indices.itemsize
+        )));
+    }
+    Ok(())
+}
+
+/// Plans `gather_nd` with ONNX GatherND-13 / OpenVINO GatherND-8 semantics.
+pub fn plan_gather_nd<'a>(
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    batch_dims: i64,
+) -> Result<Plan<'a>> {
+    checked_views(&data, &indices, index_type)?;
+    let (ds, is) = (data.shape, indices.shape);
+    let (r, q) = (ds.len(), is.len());
+    if r == 0 || q == 0 {
+        return Err(invalid(format!(
+            "gather_nd: data and indices must have rank >= 1, got data rank {r} and indices rank {q}"
+        )));
+    }
+    let limit = r.min(q);
+    let b = usize::try_from(batch_dims)
+        .ok()
+        .filter(|&b| b < limit)
+        .ok_or_else(|| {
+            invalid(format!(
+                "gather_nd: batch_dims must satisfy 0 <= batch_dims < min(data.ndim, indices.ndim) = {limit}, \
+                 got batch_dims={batch_dims}"
+            ))
+        })?;
+    let k = is[q - 1];
+    if k < 1 || k > r - b {
+        return Err(invalid(format!(
+            "gather_nd: indices.shape[-1] must be between 1 and data.ndim - batch_dims = {}, got {k} \
+             (data shape {}, indices shape {}, batch_dims={b})",
+            r - b,
+            fmt_tuple(ds),
+            fmt_tuple(is)
+        )));
+    }
+    check_batch_shapes(ds, is, b, "gather_nd")?;
+
+    let out_shape: Vec<usize> = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
+    let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
+
+    let row_dims: Vec<Dim> = (0..q - 1)
+        .map(|i| Dim {
+            size: is[i],
+            data_stride: if i < b { data.strides[i] } else { 0 },
+            index_stride: indices.strides[i],
+        })
+        .collect();
+    let tuple = (b..b + k)
+        .map(|axis| TupleAxis {
+            axis,
+            size: ds[axis],
+            data_stride: data.strides[axis],
+        })
+        .collect();
+    let rows = coalesce(&row_dims);
+    Ok(finish(PlanParts {
+        data,
+        indices,
+        index_type,
+        out_shape,
+        out_bytes,
+        index_rows: rows.clone(),
+        rows,
+        position_shape: is[..q - 1].to_vec(),
+        tuple,
+        tuple_stride: indices.strides[q - 1],
+        slice: SliceLayout::new(&ds[b + k..], &data.strides[b + k..], data.itemsize),
+        is_nd: true,
+        data_shape: ds.to_vec(),
+    }))
+}
+
+/// Plans `gather` with OpenVINO Gather-8 / TensorFlow `gather` semantics.
+pub fn plan_gather<'a>(
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    axis: i64,
+    batch_dims: i64,
+) -> Result<Plan<'a>> {
+    checked_views(&data, &indices, index_type)?;
+    let (ds, is) = (data.shape, indices.shape);
+    let (r, q) = (ds.len() as i64, is.len() as i64);
+    let a = if axis < 0 {
+        axis.checked_add(r)
+    } else {
+        Some(axis)
+    };
+    let a = a.filter(|&a| (0..r).contains(&a)).ok_or_else(|| {
+        invalid(format!(
+            "gather: axis must be in [-data.ndim, data.ndim) = [{}, {r}), got axis={axis} (data shape {})",
+            -r,
+            fmt_tuple(ds)
+        ))
+    })? as usize;
+    let b = if batch_dims < 0 {
+        batch_dims.checked_add(q)
+    } else {
+        Some(batch_dims)
+    };
+    let b = b.filter(|&b| (0..=q).contains(&b)).ok_or_else(|| {
+        invalid(format!(
+            "gather: batch_dims must be in [-indices.ndim, indices.ndim] = [{}, {q}], got batch_dims={batch_dims}",
+            -q
+        ))
+    })? as usize;
+    if b > a {
+        return Err(invalid(format!(
+            "gather: batch_dims must not exceed axis after normalization, got batch_dims={b} and axis={a}"
+        )));
+    }
+    check_batch_shapes(ds, is, b, "gather")?;
+
+    let out_shape: Vec<usize> = ds[..a]
+        .iter()
+        .chain(&is[b..])
+        .chain(&ds[a + 1..])
+        .copied()
+        .collect();
+    let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
+
+    let batch = (0..b).map(|i| Dim {
+        size: is[i],
+        data_stride: data.strides[i],
+        index_stride: indices.strides[i],
+    });
+    let outer = (b..a).map(|i| Dim {
+        size: ds[i],
+        data_stride: data.strides[i],
+        index_stride: 0,
+    });
+    let inner = || {
+        (b..is.len()).map(|i| Dim {
+            size: is[i],
+            data_stride: 0,
+            index_stride: indices.strides[i],
+        })
+    };
+    let row_dims: Vec<Dim> = batch.clone().chain(outer).chain(inner()).collect();
+    let index_dims: Vec<Dim> = batch.chain(inner()).collect();
+    Ok(finish(PlanParts {
+        data,
+        indices,
+        index_type,
+        out_shape,
+        out_bytes,
+        rows: coalesce(&row_dims),
+        index_rows: coalesce(&index_dims),
+        position_shape: is.to_vec(),
+        tuple: vec![TupleAxis {
+            axis: a,
+            size: ds[a],
+            data_stride: data.strides[a],
+        }],
+        tuple_stride: 0,
+        slice: SliceLayout::new(&ds[a + 1..], &data.strides[a + 1..], data.itemsize),
+        is_nd: false,
+        data_shape: ds.to_vec(),
+    }))
+}
+
+struct PlanParts<'a> {
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    out_shape: Vec<usize>,
+    out_bytes: usize,
+    rows: Vec<Dim>,
+    index_rows: Vec<Dim>,
+    position_shape: Vec<usize>,
+    tuple: Vec<TupleAxis>,
+    tuple_stride: isize,
+    slice: SliceLayout,
+    is_nd: bool,
+    data_shape: Vec<usize>,
+}
+
+fn finish(p: PlanParts<'_>) -> Plan<'_> {
+    let count = |dims: &[Dim]| dims.iter().map(|d| d.size).product::<usize>();
+    let slice_bytes = match &p.slice {
+        SliceLayout::Contiguous { bytes } => *bytes,
+        SliceLayout::Strided { run, outer } => run * outer.iter().map(|o| o.0).product::<usize>(),
+    };
+    Plan {
+        data: p.data,
+        indices: p.indices,
+        index_type: p.index_type,
+        n_rows: count(&p.rows),
+        n_index_rows: count(&p.index_rows),
+        out_shape: p.out_shape,
+        out_bytes: p.out_bytes,
+        rows: p.rows,
+        index_rows: p.index_rows,
+        position_shape: p.position_shape,
+        tuple: p.tuple,
+        tuple_stride: p.tuple_stride,
+        slice: p.slice,
+        slice_bytes,
+        is_nd: p.is_nd,
+        data_shape: p.data_shape,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view<'a>(
+        bytes: &'a [u8],
+        shape: &'a [usize],
+        strides: &'a [isize],
+        itemsize: usize,
+    ) -> ArrayView<'a> {
+        ArrayView {
+            bytes,
+            offset: 0,
+            shape,
+            strides,
+            itemsize,
+        }
+    }
+
+    #[test]
+    fn gather_nd_shapes_follow_the_spec() {
+        let data = vec![0u8; 4 * 30 * 2 * 100 * 35];
+        let d = view(&data, &[30, 2, 100, 35], &[28000, 14000, 140, 4], 4);
+        let idx = vec![0u8; 8 * 180];
+        let i = view(&idx, &[30, 2, 3, 1], &[48, 24, 8, 8], 8);
+        let p = plan_gather_nd(d, i, IndexType::I64, 2).unwrap();
+        assert_eq!(p.out_shape(), &[30, 2, 3, 35]);
+        assert_eq!(p.slice_bytes, 140);
+    }
+
+    #[test]
+    fn gather_nd_rejects_broken_rules() {
+        let data = vec![0u8; 16];
+        let d = view(&data, &[2, 2], &[8, 4], 4);
+        let idx = vec![0u8; 48];
+        let i = view(&idx, &[2, 3], &[24, 8], 8);
+        assert!(matches!(
+            plan_gather_nd(d, i, IndexType::I64, 0),
+            Err(GatherError::InvalidArgument(_))
+        ));
+        let i = view(&idx, &[2, 1], &[8, 8], 8);
+        assert!(plan_gather_nd(d, i, IndexType::I64, -1).is_err());
+        assert!(plan_gather_nd(d, i, IndexType::I64, 2).is_err());
+        let i3 = view(&idx, &[3, 1], &[8, 8], 8);
+        assert!(plan_gather_nd(d, i3, IndexType::I64, 1).is_err());
+    }
+
+    #[test]
+    fn gather_shapes_and_normalization() {
+        let data = vec![0u8; 4 * 2 * 64 * 128];
+        let d = view(&data, &[2, 64, 128], &[32768, 512, 4], 4);
+        let idx = vec![0u8; 8 * 2 * 32 * 21];
+        let i = view(&idx, &[2, 32, 21], &[5376, 168, 8], 8);
+        let p = plan_gather(d, i, IndexType::I64, 1, 1).unwrap();
+        assert_eq!(p.out_shape(), &[2, 32, 21, 128]);
+        let p = plan_gather(d, i, IndexType::I64, -2, -2).unwrap();
+        assert_eq!(p.out_shape(), &[2, 32, 21, 128]);
+        assert!(plan_gather(d, i, IndexType::I64, 0, 1).is_err());
+        assert!(plan_gather(d, i, IndexType::I64, 3, 0).is_err());
+    }
+
+    #[test]
+    fn overflowing_output_is_an_overflow_error() {
+        let data = vec![0u8; 8];
+        let d = view(&data, &[1, 1], &[8, 8], 8);
+        let i = ArrayView {
+            bytes: &[],
+            offset: 0,
+            shape: &[1 << 40, 1 << 40, 0],
+            strides: &[0, 0, 8],
+            itemsize: 8,
+        };
+        // k = 0 is rejected before the size is computed.
+        assert!(plan_gather_nd(d, i, IndexType::I64, 0).is_err());
+        let idx = [0u8; 8];
+        let i = ArrayView {
+            bytes: &idx,
+            offset: 0,
+            shape: &[1 << 40, 1 << 40],
+            strides: &[0, 0],
+            itemsize: 8,
+        };
+        assert!(matches!(
+            plan_gather(d, i, IndexType::I64, 0, 0),
+            Err(GatherError::Overflow(_))
+        ));
+    }
+}

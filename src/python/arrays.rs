@@ -1,0 +1,197 @@
+//! From Python objects to the core's views: accepting array-likes, checking
+//! dtypes, and allocating or checking the output array.
+
+use std::os::raw::c_int;
+
+use numpy::npyffi::{self, PY_ARRAY_API};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyAnyMethods;
+
+use crate::{span, ArrayView, GatherError, IndexType};
+
+fn numpy_attr<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyAny>>,
+    name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    cell.get_or_try_init(py, || {
+        Ok::<_, PyErr>(py.import("numpy")?.getattr(name)?.unbind())
+    })
+    .map(|f| f.bind(py).clone())
+}
+
+fn asarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        return Ok(a.clone());
+    }
+    static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let a = numpy_attr(obj.py(), &ASARRAY, "asarray")?.call1((obj,))?;
+    Ok(a.cast_into::<PyUntypedArray>()?)
+}
+
+/// `data` as an array. Any dtype whose elements are plain bytes or Python
+/// object references is accepted; new-style dtypes that own memory outside
+/// the array (NumPy's `StringDType`) are not.
+pub(crate) fn data_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let a = asarray(obj)?;
+    let dtype = a.dtype();
+    // SAFETY: `dtype` is a live descriptor owned by the array.
+    let legacy = unsafe { npyffi::PyDataType_ISLEGACY(dtype.as_dtype_ptr()) };
+    if dtype.has_object() && !legacy {
+        return Err(GatherError::UnsupportedType(format!(
+            "data of dtype {dtype} is not supported: its elements own memory outside the array; \
+             convert it with .astype(object) or to a fixed-width 'U' dtype"
+        ))
+        .into());
+    }
+    Ok(a)
+}
+
+/// `indices` as an integer array of native byte order, and its index type.
+pub(crate) fn index_array<'py>(
+    obj: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyUntypedArray>, IndexType)> {
+    let py = obj.py();
+    let is_array = obj.cast::<PyUntypedArray>().is_ok();
+    let mut a = asarray(obj)?;
+    // `[]` becomes float64 under asarray; an empty list of indices is still
+    // a valid (empty) list of indices.
+    if !is_array && a.len() == 0 && a.shape().contains(&0) && a.dtype().kind() == b'f' {
+        a = a.call_method1("astype", ("intp",))?.cast_into()?;
+    }
+    let dtype = a.dtype();
+    let ty = IndexType::from_kind(dtype.kind(), dtype.itemsize()).ok_or_else(|| {
+        GatherError::UnsupportedType(format!(
+            "indices must be an integer array (int8 to int64 or uint8 to uint64), got dtype {dtype}"
+        ))
+    })?;
+    if dtype.is_native_byteorder() == Some(false) {
+        // Rare enough that a native copy beats a byte-swapping kernel.
+        let native = dtype.call_method1("newbyteorder", ("=",))?;
+        a = a.call_method1("astype", (native,))?.cast_into()?;
+    }
+    let _ = py;
+    Ok((a, ty))
+}
+
+/// The core's view of a NumPy array. The view borrows the array's memory;
+/// the returned lifetime is tied to the borrowed `Bound`.
+pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'a>> {
+    let shape = a.shape();
+    let strides = a.strides();
+    let itemsize = a.dtype().itemsize();
+    let (lo, len) = span(shape, strides, itemsize)
+        .ok_or_else(|| GatherError::InvalidArgument("array strides overflow".into()))?;
+    // SAFETY: the array object is alive for 'a; NumPy guarantees that every
+    // element addressed by its shape and strides lies in its buffer, which
+    // is exactly the span [data + lo, data + lo + len).
+    let bytes: &'a [u8] = unsafe {
+        if len == 0 {
+            &[]
+        } else {
+            let data = (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8;
+            std::slice::from_raw_parts(data.offset(lo), len)
+        }
+    };
+    Ok(ArrayView {
+        bytes,
+        offset: lo.unsigned_abs(),
+        shape,
+        strides,
+        itemsize,
+    })
+}
+
+/// A new C-contiguous array of `shape` with `data`'s dtype (byte order
+/// included). Plain dtypes are left uninitialised; NumPy zero-fills dtypes
+/// that hold references.
+pub(crate) fn new_output<'py>(
+    py: Python<'py>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let mut dims: Vec<npyffi::npy_intp> = shape.iter().map(|&n| n as npyffi::npy_intp).collect();
+    // SAFETY: NewFromDescr steals one reference to the descriptor, which
+    // `into_dtype_ptr` hands over; dims has `nd` entries; null strides and
+    // data ask NumPy to allocate a C-contiguous buffer.
+    unsafe {
+        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            dtype.clone().into_dtype_ptr(),
+            dims.len() as c_int,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+        );
+        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
+    }
+}
+
+/// Checks a caller's `out=` against the result it must hold.
+pub(crate) fn check_out<'py>(
+    out: &Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let arr = out.cast::<PyUntypedArray>().map_err(|_| {
+        GatherError::UnsupportedType(format!(
+            "out must be a numpy.ndarray, got {}",
+            out.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    let out_dtype = arr.dtype();
+    if !out_dtype.is(dtype) && !out_dtype.eq(dtype)? {
+        return Err(GatherError::UnsupportedType(format!(
+            "out has dtype {out_dtype} but the result has dtype {dtype}"
+        ))
+        .into());
+    }
+    if arr.shape() != shape {
+        return Err(GatherError::InvalidArgument(format!(
+            "out has shape {} but the result has shape {}",
+            crate::error::fmt_tuple(arr.shape()),
+            crate::error::fmt_tuple(shape)
+        ))
+        .into());
+    }
+    if !arr.is_c_contiguous() {
+        return Err(GatherError::InvalidArgument("out must be C-contiguous".into()).into());
+    }
+    // SAFETY: reading the flags of a live array.
+    let writeable = unsafe {
+        (*npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr())).flags & npyffi::NPY_ARRAY_WRITEABLE
+            != 0
+    };
+    if !writeable {
+        return Err(GatherError::InvalidArgument("out must be writeable".into()).into());
+    }
+    Ok(arr.clone())
+}
+
+/// The writable bytes of a C-contiguous array.
+///
+/// # Safety
+/// `a` must be C-contiguous and writeable, and no other live reference may
+/// alias its buffer for the returned lifetime.
+// The mutable slice comes from NumPy's buffer, not from the `Bound`; the
+// caller's contract is what makes it unique.
+#[allow(clippy::mut_from_ref)]
+pub(crate) unsafe fn bytes_mut<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
+    let len = a.len() * a.dtype().itemsize();
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: contiguous buffer of `len` bytes starting at `data` (caller).
+    unsafe {
+        let data = (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *mut u8;
+        std::slice::from_raw_parts_mut(data, len)
+    }
+}

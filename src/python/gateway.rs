@@ -1,0 +1,110 @@
+//! The one way into a gather from Python: convert the inputs, plan, get an
+//! output, release the GIL, run the kernel, convert the error.
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
+use super::objects::{assign, own_copied_references};
+use crate::{num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Output, Plan};
+
+/// Which operator, with its attributes.
+pub(crate) enum Op {
+    GatherNd { batch_dims: i64 },
+    Gather { axis: i64, batch_dims: i64 },
+}
+
+pub(crate) fn gather<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    op: Op,
+    mode: &str,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mode = Mode::parse(mode).ok_or_else(|| {
+        GatherError::InvalidArgument(format!(
+            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
+        ))
+    })?;
+    let data = data_array(data)?;
+    let (indices, index_type) = index_array(indices)?;
+    let (dview, iview) = (view(&data)?, view(&indices)?);
+    let plan = match op {
+        Op::GatherNd { batch_dims } => plan_gather_nd(dview, iview, index_type, batch_dims)?,
+        Op::Gather { axis, batch_dims } => plan_gather(dview, iview, index_type, axis, batch_dims)?,
+    };
+    let dtype = data.dtype();
+    let Some(out) = out else {
+        return Ok(fresh_result(&plan, &dtype, mode)?.into_any());
+    };
+    let target = check_out(out, &dtype, plan.out_shape())?;
+    if dtype.has_object() || overlaps(&target, &[&dview, &iview]) {
+        // Gather aside, then assign: correct for any overlap, and NumPy
+        // swaps the object references `out` held.
+        let result = fresh_result(&plan, &dtype, mode)?;
+        copy_into(&target, &result, dtype.has_object())?;
+    } else {
+        // SAFETY: `target` is C-contiguous and writeable (check_out), and
+        // shares no memory with `data` or `indices`, the only other arrays
+        // borrowed here.
+        let buf = unsafe { bytes_mut(&target) };
+        let threads = num_threads();
+        data.py()
+            .detach(|| plan.execute(mode, buf, Output::Kept, threads))?;
+    }
+    Ok(out.clone())
+}
+
+/// Gathers into a new array.
+fn fresh_result<'py>(
+    plan: &Plan<'_>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    mode: Mode,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let py = dtype.py();
+    let result = new_output(py, dtype, plan.out_shape())?;
+    // SAFETY: the array was just made; nothing else refers to its buffer.
+    let buf = unsafe { bytes_mut(&result) };
+    if dtype.has_object() {
+        // Copy with the GIL held, on this thread: no other thread may drop
+        // an object of `data` between our copy of its pointer and our
+        // taking a reference to it.
+        if let Err(e) = plan.execute(mode, buf, Output::Scratch, 1) {
+            // Leave only null slots behind, so dropping the array releases
+            // no reference it never took.
+            buf.fill(0);
+            return Err(e.into());
+        }
+        own_copied_references(&result)?;
+    } else {
+        let threads = num_threads();
+        py.detach(|| plan.execute(mode, buf, Output::Scratch, threads))?;
+    }
+    Ok(result)
+}
+
+fn copy_into(
+    dst: &Bound<'_, PyUntypedArray>,
+    src: &Bound<'_, PyUntypedArray>,
+    refs: bool,
+) -> PyResult<()> {
+    if refs {
+        return assign(dst, src);
+    }
+    // SAFETY: `dst` is C-contiguous and writeable (check_out) and `src` is a
+    // fresh C-contiguous array of the same shape and dtype; distinct buffers.
+    let (to, from) = unsafe { (bytes_mut(dst), bytes_mut(src)) };
+    dst.py().detach(|| to.copy_from_slice(from));
+    Ok(())
+}
+
+/// Whether the bytes of `target` meet those of any of `views`.
+fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
+    // SAFETY: only the address range is taken; nothing is read or written.
+    let t = unsafe { bytes_mut(target) };
+    let t = t.as_ptr_range();
+    views.iter().any(|v| {
+        let r = v.bytes.as_ptr_range();
+        !v.bytes.is_empty() && !t.is_empty() && r.start < t.end && t.start < r.end
+    })
+}

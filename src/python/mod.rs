@@ -1,0 +1,96 @@
+//! The Python extension `ndgather._core`. Functions here only convert:
+//! everything else goes through `gateway`.
+
+mod arrays;
+mod errors;
+mod gateway;
+mod objects;
+
+use pyo3::prelude::*;
+
+use gateway::Op;
+
+/// Gathers slices of `data` addressed by the index tuples along the last
+/// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
+///
+/// With ``b = batch_dims`` and ``k = indices.shape[-1]``, the result has
+/// shape ``indices.shape[:-1] + data.shape[b + k:]`` and
+/// ``result[p..., i...] = data[p..., *indices[p..., i..., :], ...]``.
+///
+/// >>> import numpy as np, ndgather
+/// >>> ndgather.gather_nd(np.array([[0, 1], [2, 3]]), np.array([[0, 0], [1, 1]]))
+/// array([0, 3])
+/// >>> ndgather.gather_nd(np.array([[0, 1], [2, 3]]), np.array([[1], [0]]))
+/// array([[2, 3],
+///        [0, 1]])
+/// >>> data = np.array([[[0, 1], [2, 3]], [[4, 5], [6, 7]]])
+/// >>> ndgather.gather_nd(data, np.array([[1], [0]]), batch_dims=1)
+/// array([[2, 3],
+///        [4, 5]])
+///
+/// ``mode`` says what an index outside ``[-s, s)`` does: ``"raise"``
+/// (``IndexError``), ``"zero"`` (its slice is zero-filled) or ``"clip"``
+/// (clamped after negatives wrap). ``out``, if given, must be a writeable
+/// C-contiguous array of the result's shape and dtype; it is filled and
+/// returned, and left untouched on any error.
+#[pyfunction(name = "gather_nd", signature = (data, indices, batch_dims = 0, *, mode = "raise", out = None))]
+fn gather_nd_py<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    batch_dims: i64,
+    mode: &str,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    gateway::gather(data, indices, Op::GatherNd { batch_dims }, mode, out)
+}
+
+/// Gathers slices of `data` along `axis` (OpenVINO Gather-8, TensorFlow
+/// ``gather`` with ``batch_dims``).
+///
+/// The result has shape
+/// ``data.shape[:axis] + indices.shape[batch_dims:] + data.shape[axis + 1:]``.
+/// Negative ``axis`` and ``batch_dims`` count from the end
+/// (``axis += data.ndim``, ``batch_dims += indices.ndim``).
+///
+/// >>> import numpy as np, ndgather
+/// >>> ndgather.gather(np.array([1, 2, 3, 4, 5]), np.array([0, 0, 4]))
+/// array([1, 1, 5])
+/// >>> data = np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
+/// >>> ndgather.gather(data, np.array([[0, 0, 4], [4, 0, 0]]), axis=1, batch_dims=1)
+/// array([[ 1,  1,  5],
+///        [10,  6,  6]])
+///
+/// ``mode`` and ``out`` work as in :func:`gather_nd`.
+#[pyfunction(name = "gather", signature = (data, indices, axis = 0, batch_dims = 0, *, mode = "raise", out = None))]
+fn gather_py<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    axis: i64,
+    batch_dims: i64,
+    mode: &str,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, mode, out)
+}
+
+/// Sets the number of threads large gathers use (``n >= 1``).
+#[pyfunction(name = "set_num_threads")]
+fn set_num_threads_py(n: i64) -> PyResult<()> {
+    Ok(crate::set_num_threads(n)?)
+}
+
+/// The number of threads large gathers use.
+#[pyfunction(name = "get_num_threads")]
+fn get_num_threads_py() -> usize {
+    crate::num_threads()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(gather_nd_py, m)?)?;
+    m.add_function(wrap_pyfunction!(gather_py, m)?)?;
+    m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;
+    m.add_function(wrap_pyfunction!(get_num_threads_py, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

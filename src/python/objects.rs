@@ -1,0 +1,56 @@
+//! Reference counting for dtypes that hold Python objects (`object`, and
+//! structured dtypes with object fields). The kernel copies their pointers
+//! as bytes; these helpers then make the copies owned references.
+
+use numpy::npyffi::{self, PY_ARRAY_API};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// After the kernel filled the fresh array `result` with pointers copied
+/// from `data` (the GIL held throughout, so none of them was released in
+/// between): take a reference to each, and put `None` where the kernel
+/// wrote a null pointer (a zero-filled slot of `mode="zero"`).
+pub(crate) fn own_copied_references(result: &Bound<'_, PyUntypedArray>) -> PyResult<()> {
+    let py = result.py();
+    // SAFETY: `result` is a live array of a reference-holding dtype whose
+    // slots are null or pointers to live objects (copied from `data`, which
+    // holds its own references while the GIL is held).
+    if unsafe { PY_ARRAY_API.PyArray_INCREF(py, result.as_array_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    if result.dtype().kind() != b'O' {
+        // Null object fields inside records read back as None already.
+        return Ok(());
+    }
+    let n = result.len();
+    // SAFETY: a fresh C-contiguous array of `n` object pointers that no one
+    // else can see yet; a null slot gets an owned reference to None.
+    unsafe {
+        let slots = (*npyffi::_PyArray_GET_ITEM_DATA(result.as_array_ptr())).data
+            as *mut *mut ffi::PyObject;
+        let none = ffi::Py_None();
+        for i in 0..n {
+            let slot = slots.add(i);
+            if (*slot).is_null() {
+                ffi::Py_IncRef(none);
+                *slot = none;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Copies `src` into `dst` (same shape and dtype) through NumPy, which
+/// releases the references `dst` held and takes new ones.
+pub(crate) fn assign(
+    dst: &Bound<'_, PyUntypedArray>,
+    src: &Bound<'_, PyUntypedArray>,
+) -> PyResult<()> {
+    let py = dst.py();
+    // SAFETY: both are live arrays of equal shape and dtype.
+    if unsafe { PY_ARRAY_API.PyArray_CopyInto(py, dst.as_array_ptr(), src.as_array_ptr()) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(())
+}
