@@ -16,6 +16,9 @@ mod plan;
 mod threads;
 mod walk;
 
+#[cfg(test)]
+mod core_tests;
+
 #[cfg(feature = "python")]
 mod python;
 

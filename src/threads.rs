@@ -3,7 +3,7 @@
 //! small calls never starts a thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::ThreadPool;
 
@@ -30,8 +30,10 @@ pub fn set_num_threads(n: i64) -> Result<()> {
 
 /// The number of worker threads large calls use.
 pub fn num_threads() -> usize {
+    // available_parallelism reads cgroup files on every call: ask once.
+    static CPUS: OnceLock<usize> = OnceLock::new();
     match REQUESTED.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         n => n,
     }
 }

@@ -1,0 +1,426 @@
+//! End-to-end tests of the core against a naive element-by-element
+//! reference, over random shapes, strides, index types and modes.
+
+use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Output};
+
+/// Tiny deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A strided array of u16 elements whose values are their C-order
+/// position, stored in a buffer laid out with a random axis order,
+/// padding and reversed axes.
+struct Strided {
+    bytes: Vec<u8>,
+    offset: usize,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+}
+
+fn strided(rng: &mut Rng, shape: &[usize]) -> Strided {
+    let n = shape.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    // Element strides in the memory order, with a random gap per axis.
+    let mut strides = vec![0isize; n];
+    let mut step = 1usize;
+    for &axis in order.iter().rev() {
+        strides[axis] = step as isize;
+        step *= shape[axis].max(1) * (1 + rng.below(2));
+    }
+    let mut offset = 0usize;
+    for (axis, s) in strides.iter_mut().enumerate() {
+        if rng.below(3) == 0 && shape[axis] > 0 {
+            offset += (shape[axis] - 1) * *s as usize;
+            *s = -*s;
+        }
+    }
+    let len = step.max(1);
+    let mut bytes = vec![0u8; len * 2];
+    let total: usize = shape.iter().product();
+    for flat in 0..total {
+        let mut rest = flat;
+        let mut pos = offset as isize;
+        for axis in (0..n).rev() {
+            pos += (rest % shape[axis]) as isize * strides[axis];
+            rest /= shape[axis];
+        }
+        let p = pos as usize * 2;
+        bytes[p..p + 2].copy_from_slice(&(flat as u16).to_ne_bytes());
+    }
+    Strided {
+        bytes,
+        offset: offset * 2,
+        shape: shape.to_vec(),
+        strides: strides.iter().map(|s| s * 2).collect(),
+    }
+}
+
+impl Strided {
+    fn view(&self) -> ArrayView<'_> {
+        ArrayView {
+            bytes: &self.bytes,
+            offset: self.offset,
+            shape: &self.shape,
+            strides: &self.strides,
+            itemsize: 2,
+        }
+    }
+}
+
+/// Indices as a C-contiguous i32 array.
+fn index_bytes(values: &[i64]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|&v| (v as i32).to_ne_bytes())
+        .collect()
+}
+
+fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
+    let mut s = vec![0isize; shape.len()];
+    let mut acc = itemsize as isize;
+    for i in (0..shape.len()).rev() {
+        s[i] = acc;
+        acc *= shape[i].max(1) as isize;
+    }
+    s
+}
+
+fn resolve(v: i64, s: usize, mode: Mode) -> Option<usize> {
+    let s = s as i64;
+    let w = if v < 0 { v + s } else { v };
+    match mode {
+        Mode::Clip if s > 0 => Some(w.clamp(0, s - 1) as usize),
+        _ if (0..s).contains(&w) => Some(w as usize),
+        _ => None,
+    }
+}
+
+fn c_flat(coords: &[usize], shape: &[usize]) -> usize {
+    coords
+        .iter()
+        .zip(shape)
+        .fold(0, |acc, (&c, &n)| acc * n + c)
+}
+
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut c = vec![0; shape.len()];
+    for i in (0..shape.len()).rev() {
+        c[i] = flat % shape[i];
+        flat /= shape[i];
+    }
+    c
+}
+
+/// Naive gather_nd: `None` if an index is bad.
+fn reference_nd(
+    shape: &[usize],
+    idx_shape: &[usize],
+    idx: &[i64],
+    b: usize,
+    mode: Mode,
+) -> Option<Vec<u16>> {
+    let q = idx_shape.len();
+    let k = idx_shape[q - 1];
+    let rows: usize = idx_shape[..q - 1].iter().product();
+    let slice_shape = &shape[b + k..];
+    let slice: usize = slice_shape.iter().product();
+    let mut out = Vec::with_capacity(rows * slice);
+    let bad = |p: usize| resolve(idx[p], shape[b + p % k], mode).is_none();
+    if mode != Mode::Zero && (0..idx.len()).any(bad) {
+        return None;
+    }
+    for row in 0..rows {
+        let rc = unravel(row, &idx_shape[..q - 1]);
+        let mut coords: Vec<usize> = rc[..b].to_vec();
+        let mut zero = false;
+        for j in 0..k {
+            match resolve(idx[row * k + j], shape[b + j], mode) {
+                Some(x) => coords.push(x),
+                None if mode == Mode::Zero => {
+                    zero = true;
+                    coords.push(0);
+                }
+                None => return None,
+            }
+        }
+        for e in 0..slice {
+            let mut full = coords.clone();
+            full.extend(unravel(e, slice_shape));
+            out.push(if zero { 0 } else { c_flat(&full, shape) as u16 });
+        }
+    }
+    Some(out)
+}
+
+/// Naive gather: `None` if an index is bad.
+fn reference_take(
+    shape: &[usize],
+    idx_shape: &[usize],
+    idx: &[i64],
+    axis: usize,
+    b: usize,
+    mode: Mode,
+) -> Option<Vec<u16>> {
+    let out_shape: Vec<usize> = shape[..axis]
+        .iter()
+        .chain(&idx_shape[b..])
+        .chain(&shape[axis + 1..])
+        .copied()
+        .collect();
+    let total: usize = out_shape.iter().product();
+    // Every stored index is checked, even when the output is empty.
+    if mode != Mode::Zero && idx.iter().any(|&v| resolve(v, shape[axis], mode).is_none()) {
+        return None;
+    }
+    let extra = idx_shape.len() - b;
+    let mut out = Vec::with_capacity(total);
+    for flat in 0..total {
+        let oc = unravel(flat, &out_shape);
+        let mut ic: Vec<usize> = oc[..b].to_vec();
+        ic.extend(&oc[axis..axis + extra]);
+        let v = idx[c_flat(&ic, idx_shape)];
+        let mut dc: Vec<usize> = oc[..axis].to_vec();
+        match resolve(v, shape[axis], mode) {
+            Some(x) => dc.push(x),
+            None if mode == Mode::Zero => {
+                out.push(0);
+                continue;
+            }
+            None => return None,
+        }
+        dc.extend(&oc[axis + extra..]);
+        out.push(c_flat(&dc, shape) as u16);
+    }
+    Some(out)
+}
+
+fn as_u16(bytes: &[u8]) -> Vec<u16> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+        .collect()
+}
+
+fn random_shape(rng: &mut Rng, rank: usize) -> Vec<usize> {
+    (0..rank)
+        .map(|_| rng.below(4) + usize::from(rng.below(8) != 0))
+        .collect()
+}
+
+const MODES: [Mode; 3] = [Mode::Raise, Mode::Zero, Mode::Clip];
+
+#[test]
+fn gather_nd_matches_reference_on_random_inputs() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for case in 0..3000 {
+        let r = 1 + rng.below(4);
+        let shape = random_shape(&mut rng, r);
+        let b = rng.below(r);
+        let k = 1 + rng.below(r - b);
+        let mut idx_shape: Vec<usize> = shape[..b].to_vec();
+        idx_shape.extend((0..rng.below(3)).map(|_| rng.below(4)));
+        idx_shape.push(k);
+        let n: usize = idx_shape.iter().product();
+        let idx: Vec<i64> = (0..n)
+            .map(|p| {
+                let s = shape[b + p % k] as i64;
+                rng.below((2 * s + 3) as usize) as i64 - s - 1
+            })
+            .collect();
+        let data = strided(&mut rng, &shape);
+        let ib = index_bytes(&idx);
+        let is = c_strides(&idx_shape, 4);
+        let iv = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &idx_shape,
+            strides: &is,
+            itemsize: 4,
+        };
+        let mode = MODES[case % 3];
+        let plan = plan_gather_nd(data.view(), iv, IndexType::I32, b as i64).unwrap();
+        let mut out = vec![0xAAu8; plan.out_bytes()];
+        let threads = 1 + case % 2;
+        let got = plan.execute(mode, &mut out, Output::Kept, threads);
+        match reference_nd(&shape, &idx_shape, &idx, b, mode) {
+            Some(want) => {
+                assert!(got.is_ok(), "case {case}: {got:?}");
+                assert_eq!(
+                    as_u16(&out),
+                    want,
+                    "case {case}: shape {shape:?} idx {idx_shape:?} b={b} {mode:?}"
+                );
+            }
+            None => {
+                assert!(
+                    matches!(got, Err(GatherError::IndexOutOfRange(_))),
+                    "case {case}: {got:?}"
+                );
+                assert!(
+                    out.iter().all(|&x| x == 0xAA),
+                    "case {case}: output written before error"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gather_matches_reference_on_random_inputs() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    for case in 0..3000 {
+        let r = 1 + rng.below(4);
+        let shape = random_shape(&mut rng, r);
+        let axis = rng.below(r);
+        let b = rng.below(axis + 1);
+        let mut idx_shape: Vec<usize> = shape[..b].to_vec();
+        idx_shape.extend((0..rng.below(3)).map(|_| rng.below(4)));
+        let n: usize = idx_shape.iter().product();
+        let s = shape[axis] as i64;
+        let idx: Vec<i64> = (0..n)
+            .map(|_| rng.below((2 * s + 3) as usize) as i64 - s - 1)
+            .collect();
+        let data = strided(&mut rng, &shape);
+        let ib = index_bytes(&idx);
+        let is = c_strides(&idx_shape, 4);
+        let iv = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &idx_shape,
+            strides: &is,
+            itemsize: 4,
+        };
+        let mode = MODES[case % 3];
+        let plan = plan_gather(data.view(), iv, IndexType::I32, axis as i64, b as i64).unwrap();
+        let mut out = vec![0u8; plan.out_bytes()];
+        let got = plan.execute(mode, &mut out, Output::Scratch, 1 + case % 2);
+        match reference_take(&shape, &idx_shape, &idx, axis, b, mode) {
+            Some(want) => {
+                assert!(got.is_ok(), "case {case}: {got:?}");
+                assert_eq!(
+                    as_u16(&out),
+                    want,
+                    "case {case}: shape {shape:?} idx {idx_shape:?} axis={axis} b={b} {mode:?}"
+                );
+            }
+            None => assert!(
+                matches!(got, Err(GatherError::IndexOutOfRange(_))),
+                "case {case}: {got:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn first_bad_index_is_reported_whatever_the_threads() {
+    let rows = 200_000usize;
+    let data: Vec<u8> = (0..100u16).flat_map(|v| v.to_ne_bytes()).collect();
+    let mut idx = vec![1i64; rows];
+    for bad in [150_000, 70_001, 199_999] {
+        idx[bad] = 100 + bad as i64;
+    }
+    let ib: Vec<u8> = idx.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[100],
+        strides: &[2],
+        itemsize: 2,
+    };
+    let i = ArrayView {
+        bytes: &ib,
+        offset: 0,
+        shape: &[rows],
+        strides: &[8],
+        itemsize: 8,
+    };
+    for threads in [1, 2, 4] {
+        for output in [Output::Kept, Output::Scratch] {
+            let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+            let mut out = vec![0u8; plan.out_bytes()];
+            match plan.execute(Mode::Raise, &mut out, output, threads) {
+                Err(GatherError::IndexOutOfRange(e)) => {
+                    assert_eq!(
+                        (e.value, e.position.as_slice()),
+                        (70_101, &[70_001usize][..])
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn large_parallel_gather_equals_serial() {
+    let rows = 50_000usize;
+    let data: Vec<u8> = (0..rows * 8).map(|i| (i % 251) as u8).collect();
+    let mut rng = Rng(7);
+    let idx: Vec<u8> = (0..rows)
+        .flat_map(|_| (rng.below(rows) as u32).to_ne_bytes())
+        .collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[rows, 8],
+        strides: &[8, 1],
+        itemsize: 1,
+    };
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[rows, 1],
+        strides: &[4, 4],
+        itemsize: 4,
+    };
+    let plan = plan_gather_nd(d, i, IndexType::U32, 0).unwrap();
+    let mut serial = vec![0u8; plan.out_bytes()];
+    let mut parallel = vec![0u8; plan.out_bytes()];
+    plan.execute(Mode::Raise, &mut serial, Output::Kept, 1)
+        .unwrap();
+    plan.execute(Mode::Raise, &mut parallel, Output::Scratch, 2)
+        .unwrap();
+    assert_eq!(serial, parallel);
+}
+
+#[test]
+fn unsigned_indices_above_i64_max_are_out_of_range() {
+    let data = [1u8, 2, 3];
+    let idx = u64::MAX.to_ne_bytes();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[3],
+        strides: &[1],
+        itemsize: 1,
+    };
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[],
+        strides: &[],
+        itemsize: 8,
+    };
+    let plan = plan_gather(d, i, IndexType::U64, 0, 0).unwrap();
+    let mut out = [0u8; 1];
+    match plan.execute(Mode::Raise, &mut out, Output::Kept, 1) {
+        Err(GatherError::IndexOutOfRange(e)) => assert_eq!(e.value, u64::MAX as i128),
+        other => panic!("{other:?}"),
+    }
+    plan.execute(Mode::Clip, &mut out, Output::Kept, 1).unwrap();
+    assert_eq!(out, [3]);
+}
