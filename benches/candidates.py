@@ -19,12 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import ndgather
+import numpy as np
 from cases import Inputs
 from timing import Call
-
 
 Prepare = Callable[[Inputs], Call | None]
 
@@ -202,6 +200,7 @@ NDGATHER: tuple[Candidate, ...] = (
     Candidate("ndgather", "ndgather", ndgather.__version__, ndgather_plain),
     Candidate("ndgather out=", "ndgather", ndgather.__version__, ndgather_out),
 )
+
 
 def _by_op(gather_nd: Prepare | None, gather: Prepare | None) -> Prepare:
     """One idiom, written once for each operator (``None``: the idiom has no such form)."""

@@ -43,11 +43,17 @@ def _git_commit(where: Path) -> str | None:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=where, capture_output=True, text=True, check=True,
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where, capture_output=True, text=True, check=True,
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -98,7 +104,7 @@ def fmt_ratio(r: float | None) -> str:
 def _text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     rows = [list(header), *map(list, rows)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -166,13 +172,13 @@ def summary_rows(
             rows.append([r["name"], "FAILED"] + [""] * (len(header) - 2))
             continue
         cands = r["candidates"]
-        row = [r["name"]] + [fmt_seconds(cands[s]["median_s"]) if s in cands else "-" for s in subjects]
+        row = [r["name"]] + [
+            fmt_seconds(cands[s]["median_s"]) if s in cands else "-" for s in subjects
+        ]
         for b in baselines:
             best = r["best"].get(b)
             row += [fmt_seconds(_median(r, best)) if best else "-", best or "-"]
-        row += [
-            fmt_ratio(r["ratios"].get(s, {}).get(b)) for b in baselines for s in subjects
-        ]
+        row += [fmt_ratio(r["ratios"].get(s, {}).get(b)) for b in baselines for s in subjects]
         rows.append(row)
     return header, rows
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from candidates import Candidate
 from cases import Case
 from timing import Call, Timing, run_interleaved

@@ -34,18 +34,21 @@ class Example:
     op: str  # "gather_nd" or "gather"
     data: Array
     indices: Array
-    kwargs: dict[str, int]
     expected: Array
+    axis: int = 0
+    batch_dims: int = 0
 
     @property
     def call(self) -> str:
-        args = ["data", "indices", *(f"{k}={v}" for k, v in self.kwargs.items())]
-        return f"{self.op}({', '.join(args)})"
+        attrs = {"axis": self.axis} if self.op == "gather" else {}
+        if self.batch_dims:
+            attrs["batch_dims"] = self.batch_dims
+        return f"{self.op}(data, indices{''.join(f', {k}={v}' for k, v in attrs.items())})"
 
     def run(self) -> Array:
         if self.op == "gather_nd":
-            return ndgather.gather_nd(self.data, self.indices, **self.kwargs)
-        return ndgather.gather(self.data, self.indices, **self.kwargs)
+            return ndgather.gather_nd(self.data, self.indices, self.batch_dims)
+        return ndgather.gather(self.data, self.indices, self.axis, self.batch_dims)
 
 
 def _examples() -> list[Example]:
@@ -58,7 +61,6 @@ def _examples() -> list[Example]:
             "gather_nd",
             d2,
             np.array([[0, 0], [1, 1]], dtype=i64),
-            {},
             np.array([0, 3], dtype=np.int32),
         ),
         Example(
@@ -66,7 +68,6 @@ def _examples() -> list[Example]:
             "gather_nd",
             d2,
             np.array([[1], [0]], dtype=i64),
-            {},
             np.array([[2, 3], [0, 1]], dtype=np.int32),
         ),
         Example(
@@ -74,7 +75,6 @@ def _examples() -> list[Example]:
             "gather_nd",
             d3,
             np.array([[0, 1], [1, 0]], dtype=i64),
-            {},
             np.array([[2, 3], [4, 5]], dtype=np.int32),
         ),
         Example(
@@ -82,16 +82,17 @@ def _examples() -> list[Example]:
             "gather_nd",
             d3,
             np.array([[1], [0]], dtype=i64),
-            {"batch_dims": 1},
             np.array([[2, 3], [4, 5]], dtype=np.int32),
+            batch_dims=1,
         ),
         Example(
             "OpenVINO Gather-7, example 2: axis=1, batch_dims=1",
             "gather",
             np.array([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]], dtype=np.int32),
             np.array([[0, 0, 4], [4, 0, 0]], dtype=i64),
-            {"axis": 1, "batch_dims": 1},
             np.array([[1, 1, 5], [10, 6, 6]], dtype=np.int32),
+            axis=1,
+            batch_dims=1,
         ),
     ]
 
@@ -134,7 +135,11 @@ def _timed_cases(quick: bool) -> list[TimedCase]:
             "2x2 gather_nd (per-call cost)",
             "gather_nd(d, i)",
             ("d[tuple(i.T)]", "d.take(np.ravel_multi_index(tuple(i.T), d.shape))"),
-            {**ns, "d": np.arange(4, dtype=np.float32).reshape(2, 2), "i": np.eye(2, dtype=np.int64)},
+            {
+                **ns,
+                "d": np.arange(4, dtype=np.float32).reshape(2, 2),
+                "i": np.eye(2, dtype=np.int64),
+            },
         ),
         TimedCase(
             f"{points:,} points in {side}x{side} float32",
@@ -224,7 +229,7 @@ def show_timing(quick: bool) -> bool:
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     print("\nratio = ndgather time / best NumPy time (below 1: ndgather is faster)")
     return ok
 

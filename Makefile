@@ -1,0 +1,36 @@
+# The commands the README, people and CI use. Run them with the virtualenv you develop in
+# activated, or pass PYTHON=path/to/venv/bin/python. See README.md, "Development".
+
+PYTHON ?= python
+# maturin develop installs into $VIRTUAL_ENV; point it at the environment of $(PYTHON).
+PYTHON_ENV = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
+PYTHON_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
+STUBTEST_ALLOWLIST = $(wildcard .ci/stubtest-allowlist.txt)
+BENCH_JSON = bench-results/compare_numpy.json
+
+.PHONY: dev test lint bench bench-readme
+
+## dev: build the extension (optimised, quick to rebuild) and install it editable
+dev:
+	VIRTUAL_ENV=$(PYTHON_ENV) $(PYTHON) -m maturin develop --profile dev-release
+
+## test: the README's test command
+test:
+	$(PYTHON) -m pytest tests
+
+## lint: Rust format and clippy (core and bindings), ruff, mypy --strict, stubtest
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
+	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m mypy --strict python/ndgather
+	$(PYTHON) -m mypy.stubtest ndgather._core $(addprefix --allowlist ,$(STUBTEST_ALLOWLIST))
+
+## bench: ndgather against NumPy's fastest idioms, results in $(BENCH_JSON)
+bench:
+	$(PYTHON) benches/compare_numpy.py --json $(BENCH_JSON)
+
+## bench-readme: put the table of the last `make bench` into README.md
+bench-readme:
+	$(PYTHON) benches/report.py $(BENCH_JSON) --readme README.md
