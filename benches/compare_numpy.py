@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import sys
 import time
@@ -95,11 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(case_detail(record, BASELINE), flush=True)
         print(f"  ({record['wall_s']:.1f} s)\n", flush=True)
 
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(summary_text(records, SUBJECT, [BASELINE]))
     failed = [r["name"] for r in records if r["errors"]]
     timed = [r for r in records if not r["errors"]]
     faster = [r for r in timed if r["ratios"][SUBJECT][BASELINE] < 1.0]
     print(f"\n{SUBJECT} faster than {BASELINE}'s best idiom on {len(faster)} of {len(timed)} cases")
+    print(f"peak memory (max RSS): {peak_rss_mib:.0f} MiB")
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
 
@@ -115,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "baselines": [BASELINE],
             "started": started,
             "machine": machine,
+            "peak_rss_mib": round(peak_rss_mib),
             "cases": records,
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,11 @@ def _proc_field(path: str, key: str) -> str | None:
     return None
 
 
+def _memory_gib() -> float | None:
+    total = _proc_field("/proc/meminfo", "MemTotal")  # "24684096 kB"
+    return round(int(total.split()[0]) / 2**20, 1) if total else None
+
+
 def _git_commit(where: Path) -> str | None:
     try:
         commit = subprocess.run(
@@ -70,7 +75,7 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
         "cores": os.cpu_count(),
         "usable_cores": usable,
-        "memory": _proc_field("/proc/meminfo", "MemTotal"),
+        "memory_gib": _memory_gib(),
         "os": platform.platform(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "versions": dict(versions),
@@ -83,7 +88,7 @@ def describe_machine(machine: Mapping[str, Any]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items())
     return (
         f"{machine['cpu']}, {machine['cores']} cores ({machine['usable_cores']} usable), "
-        f"{machine['memory']}; {machine['os']}; {machine['python']}; {versions}"
+        f"{machine['memory_gib']} GiB; {machine['os']}; {machine['python']}; {versions}"
     )
 
 
@@ -154,15 +159,20 @@ def _indent(text: str) -> str:
 
 
 def summary_rows(
-    records: Sequence[Mapping[str, Any]], subject: str, baselines: Sequence[str]
+    records: Sequence[Mapping[str, Any]],
+    subject: str,
+    baselines: Sequence[str],
+    describe: bool = False,
 ) -> tuple[list[str], list[list[str]]]:
-    """One row per case: the subject family's candidates, each baseline family's best, ratios."""
+    """One row per case: the subject family's candidates, each baseline family's best, ratios.
+
+    With ``describe``, a second column says what the case is."""
     subjects: list[str] = []
     for r in records:
         for name, c in r["candidates"].items():
             if c["family"] == subject and name not in subjects:
                 subjects.append(name)
-    header = ["case", *subjects]
+    header = ["case", *(["what"] if describe else []), *subjects]
     for b in baselines:
         header += [f"best {b}", f"{b} idiom"]
     header += [f"{s} / {b}" for b in baselines for s in subjects]
@@ -172,15 +182,19 @@ def summary_rows(
             rows.append([r["name"], "FAILED"] + [""] * (len(header) - 2))
             continue
         cands = r["candidates"]
-        row = [r["name"]] + [
+        row = [r["name"], *([r["description"]] if describe else [])] + [
             fmt_seconds(cands[s]["median_s"]) if s in cands else "-" for s in subjects
         ]
         for b in baselines:
             best = r["best"].get(b)
-            row += [fmt_seconds(_median(r, best)) if best else "-", best or "-"]
+            row += [fmt_seconds(_median(r, best)) if best else "-", _idiom(best, b)]
         row += [fmt_ratio(r["ratios"].get(s, {}).get(b)) for b in baselines for s in subjects]
         rows.append(row)
     return header, rows
+
+
+def _idiom(name: str | None, family: str) -> str:
+    return "-" if name is None else name.removeprefix(family + " ")
 
 
 def summary_text(
@@ -190,7 +204,9 @@ def summary_text(
 
 
 def summary_markdown(results: Mapping[str, Any]) -> str:
-    header, rows = summary_rows(results["cases"], results["subject"], results["baselines"])
+    header, rows = summary_rows(
+        results["cases"], results["subject"], results["baselines"], describe=True
+    )
     m = results["machine"]
     return (
         _markdown_table(header, rows)
