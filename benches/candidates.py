@@ -112,7 +112,9 @@ def nd_ravel_take(inputs: Inputs) -> Call | None:
     case, b = inputs.case, inputs.case.batch_dims
     k, q = case.indices_shape[-1], len(case.indices_shape)
     if k < 2:
-        return None  # with one index per tuple, ravel_multi_index checks nothing take doesn't
+        # One index per tuple: the idiom is `take` (no batch) or `take_along_axis`; adding a
+        # batch offset to it would not check the index against its own axis.
+        return None
     dims = case.data_shape[b : b + k]
     flat_data = inputs.data.reshape((-1, *case.data_shape[b + k :]))
     perm = _last_axis_first(q)
