@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import ndgather
 import numpy as np
 import pytest
 from reference import (
@@ -15,8 +16,6 @@ from reference import (
     gather_take,
     gather_take_along,
 )
-
-import ndgather
 
 
 def distinct(shape: tuple[int, ...], dtype: object = np.int64) -> np.ndarray:
@@ -45,7 +44,9 @@ def test_reference_formulations_agree() -> None:
         data = distinct(dshape)
         for mode in MODES:
             idx = rand_idx(rng, dshape[a], dshape[:b] + mid, oob=0 if mode == "raise" else 2)
-            assert_same(gather_take(data, idx, a, b, mode), gather_take_along(data, idx, a, b, mode))
+            assert_same(
+                gather_take(data, idx, a, b, mode), gather_take_along(data, idx, a, b, mode)
+            )
     # 0-d indices
     data = distinct((3, 4))
     for a in (0, 1, -1):
@@ -120,9 +121,10 @@ def test_batch_dims(b: int) -> None:
             assert got.shape == dshape[:axis] + mid + dshape[axis + 1 :]
             assert_same(got, gather_take(data, idx, axis, b))
             assert_result_array(got, data, idx)
-            # negative axis and negative batch_dims are the same gather
+            # negative axis (and negative batch_dims, when b < q) are the same gather
             q = len(ishape)
-            got2 = ndgather.gather(data, idx, axis=axis - len(dshape), batch_dims=b - q)
+            b_neg = b - q if b < q else b
+            got2 = ndgather.gather(data, idx, axis=axis - len(dshape), batch_dims=b_neg)
             assert_same(got2, got)
 
 
@@ -159,7 +161,7 @@ def test_negative_indices_with_batch_dims() -> None:
 )
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_zero_d_indices(scalar, axis: int) -> None:
-    data = distinct((5, 4, 3))
+    data = distinct((5, 6, 7))
     got = ndgather.gather(data, scalar, axis=axis)
     a = axis % 3
     assert got.shape == data.shape[:a] + data.shape[a + 1 :]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from itertools import product
 
+import ndgather
 import numpy as np
 import pytest
 from reference import (
@@ -17,8 +18,6 @@ from reference import (
     gather_nd_fancy,
     gather_nd_loop,
 )
-
-import ndgather
 
 
 def distinct(shape: tuple[int, ...], dtype: object = np.int64) -> np.ndarray:
@@ -184,6 +183,34 @@ def test_repeated_and_many_indices() -> None:
     assert_same(ndgather.gather_nd(data, idx2), gather_nd_fancy(data, idx2))
 
 
+def test_large_slices() -> None:
+    """128 KiB slices (one large copy each), contiguous and strided, serial and parallel."""
+    rng = np.random.default_rng(6)
+    data = rng.integers(0, 256, size=(64, 128 * 1024), dtype=np.uint8)
+    idx = rng.integers(-64, 64, size=(40, 1))
+    assert_same(ndgather.gather_nd(data, idx), gather_nd_fancy(data, idx))
+    fdata = np.asfortranarray(rng.standard_normal((64, 4096)).astype(np.float32))
+    assert_same(ndgather.gather_nd(fdata, idx), gather_nd_fancy(np.ascontiguousarray(fdata), idx))
+    rows = data.reshape(64, 1024, 128)[:, ::-3, 5:100]
+    assert_same(ndgather.gather_nd(rows, idx), gather_nd_fancy(np.ascontiguousarray(rows), idx))
+
+
+def test_large_odd_itemsize_strided() -> None:
+    rng = np.random.default_rng(7)
+    dt = np.dtype([("a", "<f8"), ("b", "S5")])  # 13 bytes
+    raw = rng.integers(0, 256, size=(3000 * 13 * 2,), dtype=np.uint8)
+    data = raw.view(dt).reshape(3000, 2)[::-1, 1]  # 1-d, negative stride of 26 bytes
+    idx = rng.integers(-3000, 3000, size=(200_000, 1))
+    got = ndgather.gather_nd(data, idx)
+    assert got.tobytes() == np.ascontiguousarray(data).view("V13")[idx[:, 0]].tobytes()
+    for mode in ("zero", "clip"):
+        oob = rng.integers(-3500, 3500, size=(100_000, 1))
+        assert_same(
+            ndgather.gather_nd(data, oob, mode=mode),
+            gather_nd_fancy(np.ascontiguousarray(data), oob, 0, mode),
+        )
+
+
 # --------------------------------------------------------------------------- zero sizes
 
 
@@ -198,7 +225,7 @@ def test_repeated_and_many_indices() -> None:
         ((0, 3, 4), (0, 5, 1), 1),  # empty batch
         ((0, 3, 4), (0, 2), 1),
         ((2, 0, 4), (2, 0, 1), 1),  # indexed axis of size 0, no tuples
-        ((2, 3, 0), (2, 3, 4, 1), 2),  # empty slices with two batch dims
+        ((2, 3, 4, 0), (2, 3, 5, 1), 2),  # empty slices with two batch dims
         ((0,), (0, 1), 0),
         ((0, 0), (0, 2), 0),
         ((2, 3, 4, 0), (2, 3, 4, 0, 1), 3),
