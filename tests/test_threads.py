@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -268,3 +269,53 @@ def test_gil_released_for_threads_running_in_parallel() -> None:
         if ratios[-1] < 1.5:
             break
     assert min(ratios) < 1.5, f"two threads took {min(ratios):.2f}x the time of one: {ratios}"
+
+
+def test_indices_mutated_during_gather_never_crash() -> None:
+    """Another thread rewrites `indices` (with bad values) while gathers run without the GIL.
+    Each call must either raise a Python exception or return values that are all in `data`:
+    never a crash, never a read outside `data`. Run in a child process, so that a crash fails
+    this test only."""
+    code = textwrap.dedent(
+        """
+        import threading, numpy as np, ndgather
+        ndgather.set_num_threads(2)
+        data = np.arange(1000, dtype=np.float64)        # every value is an integer < 1000
+        data2 = data.reshape(1000, 1)
+        good = np.random.default_rng(0).integers(0, 1000, size=2_000_000)
+        bad = good.copy()
+        bad[::97] = 10**12
+        bad[5::89] = -(10**12)
+        idx = good.copy()
+        stop = threading.Event()
+
+        def mutate():
+            while not stop.is_set():
+                np.copyto(idx, bad)
+                np.copyto(idx, good)
+
+        t = threading.Thread(target=mutate)
+        t.start()
+        outcomes = {}
+        try:
+            for i in range(60):
+                mode = ("raise", "zero", "clip")[i % 3]
+                try:
+                    if i % 2:
+                        r = ndgather.gather(data, idx, mode=mode)
+                    else:
+                        r = ndgather.gather_nd(data2, idx[:, None], mode=mode)
+                except (IndexError, ValueError, RuntimeError) as e:
+                    outcomes[type(e).__name__] = outcomes.get(type(e).__name__, 0) + 1
+                    continue
+                outcomes["ok"] = outcomes.get("ok", 0) + 1
+                flat = r.ravel()
+                assert np.all((flat >= 0) & (flat < 1000) & (flat == np.floor(flat))), "garbage"
+        finally:
+            stop.set()
+            t.join()
+        print(sorted(outcomes.items()))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
