@@ -6,7 +6,7 @@ use std::ptr;
 
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
-use crate::plan::Plan;
+use crate::plan::{Plan, TupleAxis};
 use crate::walk::Odometer;
 
 /// What an index outside `[-s, s)` does.
@@ -59,7 +59,8 @@ pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize) -> Option<usize> {
 pub(crate) struct BadRow;
 
 /// Fills `offsets` with the byte offsets, from element `[0, ..., 0]` of
-/// `data`, of the slices of the next `offsets.len()` rows.
+/// `data`, of the slices of the next `offsets.len()` rows. Runs along the
+/// innermost row axis, where both strides are constant.
 ///
 /// # Safety
 /// `plan` must have been checked (views inside their buffers), and `od` must
@@ -70,15 +71,47 @@ unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
     od: &mut Odometer,
     offsets: &mut [isize],
 ) -> Result<(), BadRow> {
+    let mut done = 0;
+    while done < offsets.len() {
+        let run = od.inner_left(&plan.rows).min(offsets.len() - done);
+        let slots = &mut offsets[done..done + run];
+        // SAFETY: forwarded; the run stays on existing rows.
+        unsafe {
+            match plan.tuple.as_slice() {
+                // Short tuples as arrays: their loop unrolls.
+                [axis] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*axis], slots)?,
+                [a, b] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*a, *b], slots)?,
+                [a, b, c] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*a, *b, *c], slots)?,
+                all => run_offsets::<T, CLIP, ZERO, _>(plan, od, all, slots)?,
+            }
+        }
+        od.skip_inner(&plan.rows, run);
+        done += run;
+    }
+    Ok(())
+}
+
+/// One run along the innermost row axis; `axes` are the tuple's axes.
+///
+/// # Safety
+/// As for [`compute_offsets`]; `slots.len() <= od.inner_left()`.
+#[inline(always)]
+unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef<[TupleAxis]>>(
+    plan: &Plan<'_>,
+    od: &Odometer,
+    axes: A,
+    slots: &mut [isize],
+) -> Result<(), BadRow> {
+    let inner = plan.rows[plan.rows.len() - 1];
     // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
-    for slot in offsets.iter_mut() {
-        let mut off = od.data_off;
-        // SAFETY: `index_off` is the offset of an existing position of
-        // `indices` (odometer over its own shape), inside the checked span.
-        let tuple = unsafe { index_base.offset(od.index_off) };
+    let (mut data_off, mut index_off) = (od.data_off, od.index_off);
+    for slot in slots.iter_mut() {
+        // SAFETY: `index_off` addresses an existing position of `indices`.
+        let tuple = unsafe { index_base.offset(index_off) };
+        let mut off = data_off;
         let mut ok = true;
-        for (j, axis) in plan.tuple.iter().enumerate() {
+        for (j, axis) in axes.as_ref().iter().enumerate() {
             // SAFETY: position j < k of the tuple exists in `indices`.
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
             match resolve::<CLIP>(v, axis.size) {
@@ -86,14 +119,15 @@ unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
                 None => ok = false,
             }
         }
-        if !ok {
-            if !ZERO {
-                return Err(BadRow);
-            }
-            off = ZERO_FILL;
-        }
-        *slot = off;
-        od.advance(&plan.rows);
+        *slot = if ok {
+            off
+        } else if ZERO {
+            ZERO_FILL
+        } else {
+            return Err(BadRow);
+        };
+        data_off += inner.data_stride;
+        index_off += inner.index_stride;
     }
     Ok(())
 }
@@ -136,9 +170,14 @@ fn prefetch(src: *const u8, off: isize, bytes: usize) {
 /// Every non-marker offset addresses `W` readable bytes from `src`; `dst`
 /// holds `offsets.len() * W` writable bytes not overlapping `data`.
 #[inline(always)]
-unsafe fn copy_fixed<const W: usize>(src: *const u8, offsets: &[isize], dst: *mut u8) {
+unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+) {
     for (i, &off) in offsets.iter().enumerate() {
-        if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
+        if !PREFETCH {
+        } else if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
             prefetch(src, ahead, W);
         }
         // SAFETY: row i of the block lies in `dst` (caller).
@@ -234,7 +273,13 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
             match plan.slice {
                 $(SliceLayout::Contiguous { bytes: $w } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_fixed::<$w>(src, offsets, dst) }
+                    unsafe {
+                        if plan.prefetch {
+                            copy_fixed::<$w, true>(src, offsets, dst)
+                        } else {
+                            copy_fixed::<$w, false>(src, offsets, dst)
+                        }
+                    }
                 })*
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
@@ -286,20 +331,55 @@ pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
     plan: &Plan<'_>,
     rows: std::ops::Range<usize>,
 ) -> Option<(usize, usize)> {
+    let dims = &plan.index_rows;
+    let mut od = Odometer::new(dims, rows.start);
+    let mut row = rows.start;
+    while row < rows.end {
+        let run = od.inner_left(dims).min(rows.end - row);
+        // SAFETY: forwarded; the run stays on existing index rows.
+        let bad = unsafe {
+            match plan.tuple.as_slice() {
+                [axis] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*axis], run),
+                [a, b] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*a, *b], run),
+                all => first_bad_in_run::<T, CLIP, _>(plan, &od, all, run),
+            }
+        };
+        if let Some((r, j)) = bad {
+            return Some((row + r, j));
+        }
+        od.skip_inner(dims, run);
+        row += run;
+    }
+    None
+}
+
+/// The first bad index in `run` index rows along the innermost axis from
+/// the odometer's position: `(row within the run, position in tuple)`.
+///
+/// # Safety
+/// As for [`first_bad`]; `run <= od.inner_left()`.
+#[inline(always)]
+unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>>(
+    plan: &Plan<'_>,
+    od: &Odometer,
+    axes: A,
+    run: usize,
+) -> Option<(usize, usize)> {
+    let step = plan.index_rows[plan.index_rows.len() - 1].index_stride;
     // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
-    let mut od = Odometer::new(&plan.index_rows, rows.start);
-    for row in rows {
+    let mut index_off = od.index_off;
+    for r in 0..run {
         // SAFETY: an existing position of `indices`, inside its span.
-        let tuple = unsafe { index_base.offset(od.index_off) };
-        for (j, axis) in plan.tuple.iter().enumerate() {
+        let tuple = unsafe { index_base.offset(index_off) };
+        for (j, axis) in axes.as_ref().iter().enumerate() {
             // SAFETY: position j < k of the tuple exists.
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
             if resolve::<CLIP>(v, axis.size).is_none() {
-                return Some((row, j));
+                return Some((r, j));
             }
         }
-        od.advance(&plan.index_rows);
+        index_off += step;
     }
     None
 }

@@ -50,7 +50,13 @@ pub struct Plan<'a> {
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
     pub(crate) data_shape: Vec<usize>,
+    /// Whether `data` is too large for the caches, so that asking for the
+    /// next rows' bytes ahead of time pays.
+    pub(crate) prefetch: bool,
 }
+
+/// Above this, `data` is unlikely to sit in a core's L2 cache.
+const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
 
 impl Plan<'_> {
     /// The shape of the result.
@@ -295,7 +301,22 @@ struct PlanParts<'a> {
     data_shape: Vec<usize>,
 }
 
+/// Walks always have at least one axis, so the kernels can run along the
+/// innermost one; a single row is an axis of size 1.
+fn at_least_one_axis(mut dims: Vec<Dim>) -> Vec<Dim> {
+    if dims.is_empty() {
+        dims.push(Dim {
+            size: 1,
+            data_stride: 0,
+            index_stride: 0,
+        });
+    }
+    dims
+}
+
 fn finish(p: PlanParts<'_>) -> Plan<'_> {
+    let rows = at_least_one_axis(p.rows);
+    let index_rows = at_least_one_axis(p.index_rows);
     let count = |dims: &[Dim]| dims.iter().map(|d| d.size).product::<usize>();
     let slice_bytes = match &p.slice {
         SliceLayout::Contiguous { bytes } => *bytes,
@@ -305,12 +326,12 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         data: p.data,
         indices: p.indices,
         index_type: p.index_type,
-        n_rows: count(&p.rows),
-        n_index_rows: count(&p.index_rows),
+        n_rows: count(&rows),
+        n_index_rows: count(&index_rows),
         out_shape: p.out_shape,
         out_bytes: p.out_bytes,
-        rows: p.rows,
-        index_rows: p.index_rows,
+        rows,
+        index_rows,
         position_shape: p.position_shape,
         tuple: p.tuple,
         tuple_stride: p.tuple_stride,
@@ -318,6 +339,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         slice_bytes,
         is_nd: p.is_nd,
         data_shape: p.data_shape,
+        prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
     }
 }
 

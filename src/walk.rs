@@ -30,10 +30,40 @@ impl Odometer {
         }
     }
 
-    /// Steps to the next row.
+    /// Rows left before the innermost axis wraps (at least 1 while rows
+    /// remain).
+    #[inline(always)]
+    pub fn inner_left(&self, dims: &[Dim]) -> usize {
+        match (self.coords.last(), dims.last()) {
+            (Some(&c), Some(d)) => d.size - c,
+            _ => 1,
+        }
+    }
+
+    /// Steps `n` rows along the innermost axis, `n <= inner_left`,
+    /// carrying into the outer axes when the innermost one wraps.
+    #[inline(always)]
+    pub fn skip_inner(&mut self, dims: &[Dim], n: usize) {
+        let (Some(c), Some(d)) = (self.coords.last_mut(), dims.last()) else {
+            return;
+        };
+        *c += n;
+        self.data_off += d.data_stride * n as isize;
+        self.index_off += d.index_stride * n as isize;
+        if *c == d.size {
+            let back = d.size as isize;
+            self.data_off -= d.data_stride * back;
+            self.index_off -= d.index_stride * back;
+            *c = 0;
+            self.advance(&dims[..dims.len() - 1]);
+        }
+    }
+
+    /// Steps to the next row of `dims`; with a prefix of the walk's axes,
+    /// steps the outer axes only.
     #[inline(always)]
     pub fn advance(&mut self, dims: &[Dim]) {
-        for (c, d) in self.coords.iter_mut().zip(dims).rev() {
+        for (c, d) in self.coords[..dims.len()].iter_mut().zip(dims).rev() {
             *c += 1;
             self.data_off += d.data_stride;
             self.index_off += d.index_stride;
