@@ -75,7 +75,7 @@ impl Plan<'_> {
 
     fn copy(&self, mode: Mode, out: &mut [u8], threads: usize) -> std::result::Result<(), BadRow> {
         let sb = self.slice_bytes;
-        let work = out.len() + self.n_rows * self.tuple.len() * self.index_type.itemsize();
+        let work = self.work_bytes();
         let serial = |out: &mut [u8]| self.copy_rows(mode, 0, out);
         if threads <= 1 || work < PARALLEL_MIN_BYTES || self.n_rows < 2 {
             return serial(out);
@@ -167,13 +167,13 @@ impl Plan<'_> {
         let axis = self.tuple[j];
         OutOfRange {
             value: read(j),
-            position: unravel(row, &self.position_shape),
+            position: unravel(row, &self.indices.shape[..self.position_rank]),
             tuple: self
                 .is_nd
                 .then(|| (0..self.tuple.len()).map(read).collect()),
             axis: axis.axis,
             axis_size: axis.size,
-            data_shape: self.data_shape.clone(),
+            data_shape: self.data.shape.to_vec(),
         }
     }
 }

@@ -307,11 +307,35 @@ pub(crate) unsafe fn gather_rows<T: IndexElem, const CLIP: bool, const ZERO: boo
 ) -> Result<(), BadRow> {
     let sb = plan.slice_bytes;
     let n = out.len().checked_div(sb).unwrap_or(0);
+    if n <= SMALL_BLOCK {
+        // Small calls: no 4 KiB buffer to clear.
+        // SAFETY: forwarded from the caller.
+        return unsafe { gather_rows_in::<T, CLIP, ZERO, SMALL_BLOCK>(plan, start, out, n) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { gather_rows_in::<T, CLIP, ZERO, BLOCK>(plan, start, out, n) }
+}
+
+/// Rows of a call small enough for a small offsets buffer.
+const SMALL_BLOCK: usize = 16;
+
+/// [`gather_rows`] with blocks of `B` rows.
+///
+/// # Safety
+/// As for [`gather_rows`]; `n` is the number of rows in `out`.
+#[inline(always)]
+unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const B: usize>(
+    plan: &Plan<'_>,
+    start: usize,
+    out: &mut [u8],
+    n: usize,
+) -> Result<(), BadRow> {
+    let sb = plan.slice_bytes;
     let mut od = Odometer::new(&plan.rows, start);
-    let mut offsets = [0isize; BLOCK];
+    let mut offsets = [0isize; B];
     let mut done = 0;
     while done < n {
-        let len = BLOCK.min(n - done);
+        let len = B.min(n - done);
         let block = &mut offsets[..len];
         // SAFETY: rows start+done .. start+done+len exist (caller).
         unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, block)? };

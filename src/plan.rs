@@ -40,16 +40,15 @@ pub struct Plan<'a> {
     /// `indices` (the rows without gather's outer axes), coalesced.
     pub(crate) index_rows: Vec<Dim>,
     pub(crate) n_index_rows: usize,
-    /// The shape a flat index-row number unravels over, for messages:
-    /// `indices.shape[:-1]` for gather_nd, `indices.shape` for gather.
-    pub(crate) position_shape: Vec<usize>,
+    /// How many leading axes of `indices` a flat index-row number unravels
+    /// over, for messages: all but the last for gather_nd, all for gather.
+    pub(crate) position_rank: usize,
     pub(crate) tuple: Vec<TupleAxis>,
     /// Byte stride between the elements of one index tuple.
     pub(crate) tuple_stride: isize,
     pub(crate) slice: SliceLayout,
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
-    pub(crate) data_shape: Vec<usize>,
     /// Whether `data` is too large for the caches, so that asking for the
     /// next rows' bytes ahead of time pays.
     pub(crate) prefetch: bool,
@@ -67,6 +66,13 @@ impl Plan<'_> {
     /// The size of the result in bytes.
     pub fn out_bytes(&self) -> usize {
         self.out_bytes
+    }
+
+    /// Bytes a call moves: the result written plus the indices read.
+    pub fn work_bytes(&self) -> usize {
+        let reads = self.n_rows.max(self.n_index_rows) * self.tuple.len();
+        self.out_bytes
+            .saturating_add(reads.saturating_mul(self.index_type.itemsize()))
     }
 }
 
@@ -187,12 +193,11 @@ pub fn plan_gather_nd<'a>(
         out_bytes,
         index_rows: rows.clone(),
         rows,
-        position_shape: is[..q - 1].to_vec(),
+        position_rank: q - 1,
         tuple,
         tuple_stride: indices.strides[q - 1],
         slice: SliceLayout::new(&ds[b + k..], &data.strides[b + k..], data.itemsize),
         is_nd: true,
-        data_shape: ds.to_vec(),
     }))
 }
 
@@ -272,7 +277,7 @@ pub fn plan_gather<'a>(
         out_bytes,
         rows: coalesce(&row_dims),
         index_rows: coalesce(&index_dims),
-        position_shape: is.to_vec(),
+        position_rank: is.len(),
         tuple: vec![TupleAxis {
             axis: a,
             size: ds[a],
@@ -281,7 +286,6 @@ pub fn plan_gather<'a>(
         tuple_stride: 0,
         slice: SliceLayout::new(&ds[a + 1..], &data.strides[a + 1..], data.itemsize),
         is_nd: false,
-        data_shape: ds.to_vec(),
     }))
 }
 
@@ -293,12 +297,11 @@ struct PlanParts<'a> {
     out_bytes: usize,
     rows: Vec<Dim>,
     index_rows: Vec<Dim>,
-    position_shape: Vec<usize>,
+    position_rank: usize,
     tuple: Vec<TupleAxis>,
     tuple_stride: isize,
     slice: SliceLayout,
     is_nd: bool,
-    data_shape: Vec<usize>,
 }
 
 /// Walks always have at least one axis, so the kernels can run along the
@@ -332,13 +335,12 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         out_bytes: p.out_bytes,
         rows,
         index_rows,
-        position_shape: p.position_shape,
+        position_rank: p.position_rank,
         tuple: p.tuple,
         tuple_stride: p.tuple_stride,
         slice: p.slice,
         slice_bytes,
         is_nd: p.is_nd,
-        data_shape: p.data_shape,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
     }
 }

@@ -48,11 +48,25 @@ pub(crate) fn gather<'py>(
         // shares no memory with `data` or `indices`, the only other arrays
         // borrowed here.
         let buf = unsafe { bytes_mut(&target) };
-        let threads = num_threads();
-        data.py()
-            .detach(|| plan.execute(mode, buf, Output::Kept, threads))?;
+        run_detached(data.py(), &plan, || {
+            plan.execute(mode, buf, Output::Kept, num_threads())
+        })?;
     }
     Ok(out.clone())
+}
+
+/// Below this much work, releasing and retaking the GIL costs more than
+/// the copy itself.
+const DETACH_MIN_BYTES: usize = 16 * 1024;
+
+/// Runs a copy with the GIL released, so other Python threads go on,
+/// unless the call is too small for that to matter.
+fn run_detached<R: Send>(py: Python<'_>, plan: &Plan<'_>, copy: impl FnOnce() -> R + Send) -> R {
+    if plan.work_bytes() < DETACH_MIN_BYTES {
+        copy()
+    } else {
+        py.detach(copy)
+    }
 }
 
 /// Gathers into a new array.
@@ -77,8 +91,9 @@ fn fresh_result<'py>(
         }
         own_copied_references(&result)?;
     } else {
-        let threads = num_threads();
-        py.detach(|| plan.execute(mode, buf, Output::Scratch, threads))?;
+        run_detached(py, plan, || {
+            plan.execute(mode, buf, Output::Scratch, num_threads())
+        })?;
     }
     Ok(result)
 }
