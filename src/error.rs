@@ -16,6 +16,8 @@ pub struct OutOfRange {
     pub axis: usize,
     pub axis_size: usize,
     pub data_shape: Vec<usize>,
+    /// Whether the operator lets negative indices count from the end.
+    pub negatives_allowed: bool,
 }
 
 /// Everything that can go wrong in a gather.
@@ -71,7 +73,11 @@ impl fmt::Display for OutOfRange {
         if let Some(tuple) = &self.tuple {
             write!(f, " = [{}]", join(tuple))?;
         }
-        write!(f, " (data shape {})", fmt_tuple(&self.data_shape))
+        write!(f, " (data shape {})", fmt_tuple(&self.data_shape))?;
+        if self.value < 0 && !self.negatives_allowed {
+            f.write_str("; negative indices are not allowed")?;
+        }
+        Ok(())
     }
 }
 
@@ -104,6 +110,7 @@ mod tests {
             axis: 1,
             axis_size: 3,
             data_shape: vec![2, 3],
+            negatives_allowed: true,
         };
         assert_eq!(
             e.to_string(),
@@ -120,10 +127,12 @@ mod tests {
             axis: 0,
             axis_size: 3,
             data_shape: vec![3],
+            negatives_allowed: false,
         };
         assert_eq!(
             e.to_string(),
-            "index -4 is out of bounds for axis 0 with size 3 at indices[()] (data shape (3,))"
+            "index -4 is out of bounds for axis 0 with size 3 at indices[()] (data shape (3,)); \
+             negative indices are not allowed"
         );
     }
 }

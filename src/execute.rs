@@ -174,6 +174,7 @@ impl Plan<'_> {
             axis: axis.axis,
             axis_size: axis.size,
             data_shape: self.data.shape.to_vec(),
+            negatives_allowed: self.wrap_negative,
         }
     }
 }

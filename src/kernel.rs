@@ -40,13 +40,19 @@ pub(crate) const BLOCK: usize = 512;
 /// real offset: those lie within one allocation, far from `isize::MIN`.
 const ZERO_FILL: isize = isize::MIN;
 
-/// Resolves an index on an axis of `size`: negatives count from the end;
-/// `None` if it addresses nothing (with `CLIP`, only on an empty axis).
+/// Resolves an index on an axis of `size`: negatives count from the end
+/// when `wrap`, else they address nothing (or clip to 0); `None` if it
+/// addresses nothing (with `CLIP`, only on an empty axis).
 #[inline(always)]
-pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize) -> Option<usize> {
+pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize, wrap: bool) -> Option<usize> {
     let s = size as i64;
     // No overflow: s >= 0, so v + s >= i64::MIN + 0 when v < 0.
-    let v = if v < 0 { v + s } else { v };
+    let v = match v {
+        0.. => v,
+        _ if wrap => v + s,
+        _ if CLIP => 0,
+        _ => return None,
+    };
     if CLIP {
         (s > 0).then(|| v.clamp(0, s - 1) as usize)
     } else {
@@ -114,7 +120,7 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
         for (j, axis) in axes.as_ref().iter().enumerate() {
             // SAFETY: position j < k of the tuple exists in `indices`.
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
-            match resolve::<CLIP>(v, axis.size) {
+            match resolve::<CLIP>(v, axis.size, plan.wrap_negative) {
                 Some(x) => off += x as isize * axis.data_stride,
                 None => ok = false,
             }
@@ -399,7 +405,7 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
         for (j, axis) in axes.as_ref().iter().enumerate() {
             // SAFETY: position j < k of the tuple exists.
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
-            if resolve::<CLIP>(v, axis.size).is_none() {
+            if resolve::<CLIP>(v, axis.size, plan.wrap_negative).is_none() {
                 return Some((r, j));
             }
         }
@@ -414,21 +420,28 @@ mod tests {
 
     #[test]
     fn resolve_wraps_and_checks() {
-        assert_eq!(resolve::<false>(-1, 3), Some(2));
-        assert_eq!(resolve::<false>(-3, 3), Some(0));
-        assert_eq!(resolve::<false>(-4, 3), None);
-        assert_eq!(resolve::<false>(3, 3), None);
-        assert_eq!(resolve::<false>(i64::MIN, 3), None);
-        assert_eq!(resolve::<false>(i64::MAX, 3), None);
-        assert_eq!(resolve::<false>(0, 0), None);
+        assert_eq!(resolve::<false>(-1, 3, true), Some(2));
+        assert_eq!(resolve::<false>(-3, 3, true), Some(0));
+        assert_eq!(resolve::<false>(-4, 3, true), None);
+        assert_eq!(resolve::<false>(3, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MIN, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MAX, 3, true), None);
+        assert_eq!(resolve::<false>(0, 0, true), None);
     }
 
     #[test]
     fn resolve_clips_after_wrapping() {
-        assert_eq!(resolve::<true>(-1, 3), Some(2));
-        assert_eq!(resolve::<true>(-7, 3), Some(0));
-        assert_eq!(resolve::<true>(9, 3), Some(2));
-        assert_eq!(resolve::<true>(0, 0), None);
+        assert_eq!(resolve::<true>(-1, 3, true), Some(2));
+        assert_eq!(resolve::<true>(-7, 3, true), Some(0));
+        assert_eq!(resolve::<true>(9, 3, true), Some(2));
+        assert_eq!(resolve::<true>(0, 0, true), None);
+    }
+
+    #[test]
+    fn negatives_can_be_out_of_range() {
+        assert_eq!(resolve::<false>(-1, 3, false), None);
+        assert_eq!(resolve::<false>(2, 3, false), Some(2));
+        assert_eq!(resolve::<true>(-1, 3, false), Some(0));
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct Plan<'a> {
     pub(crate) slice: SliceLayout,
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
+    /// Whether a negative index counts from the end of its axis (else it
+    /// is out of range, as in ONNX Gather-1 and OpenVINO Gather-1/7).
+    pub(crate) wrap_negative: bool,
     /// Whether `data` is too large for the caches, so that asking for the
     /// next rows' bytes ahead of time pays.
     pub(crate) prefetch: bool,
@@ -66,6 +69,13 @@ impl Plan<'_> {
     /// The size of the result in bytes.
     pub fn out_bytes(&self) -> usize {
         self.out_bytes
+    }
+
+    /// Makes negative indices out of range instead of counting from the
+    /// end of their axis (operators whose indices lie in `[0, s)`).
+    pub fn reject_negative_indices(mut self) -> Self {
+        self.wrap_negative = false;
+        self
     }
 
     /// Bytes a call moves: the result written plus the indices read.
@@ -342,6 +352,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         slice_bytes,
         is_nd: p.is_nd,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
+        wrap_negative: true,
     }
 }
 

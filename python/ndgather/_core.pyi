@@ -24,5 +24,20 @@ def gather(
     mode: _Mode = "raise",
     out: np.ndarray[Any, Any] | None = None,
 ) -> np.ndarray[Any, Any]: ...
+def gather_nd_with_rules(
+    data: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    wrap_negative: bool,
+) -> np.ndarray[Any, Any]: ...
+def gather_with_rules(
+    data: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    axis: SupportsIndex,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    wrap_negative: bool,
+) -> np.ndarray[Any, Any]: ...
 def set_num_threads(n: SupportsIndex) -> None: ...
 def get_num_threads() -> int: ...

@@ -14,25 +14,37 @@ pub(crate) enum Op {
     Gather { axis: i64, batch_dims: i64 },
 }
 
+/// What the operator does with indices outside `[0, s)`.
+pub(crate) struct IndexRules<'a> {
+    /// `"raise"`, `"zero"` or `"clip"`.
+    pub mode: &'a str,
+    /// Whether negative indices count from the end of their axis.
+    pub wrap_negative: bool,
+}
+
 pub(crate) fn gather<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
     op: Op,
-    mode: &str,
+    rules: IndexRules<'_>,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mode = Mode::parse(mode).ok_or_else(|| {
+    let mode = Mode::parse(rules.mode).ok_or_else(|| {
         GatherError::InvalidArgument(format!(
-            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
+            "mode must be 'raise', 'zero' or 'clip', got {:?}",
+            rules.mode
         ))
     })?;
     let data = data_array(data)?;
     let (indices, index_type) = index_array(indices)?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
-    let plan = match op {
+    let mut plan = match op {
         Op::GatherNd { batch_dims } => plan_gather_nd(dview, iview, index_type, batch_dims)?,
         Op::Gather { axis, batch_dims } => plan_gather(dview, iview, index_type, axis, batch_dims)?,
     };
+    if !rules.wrap_negative {
+        plan = plan.reject_negative_indices();
+    }
     let dtype = data.dtype();
     let Some(out) = out else {
         return Ok(fresh_result(&plan, &dtype, mode)?.into_any());

@@ -8,7 +8,7 @@ mod objects;
 
 use pyo3::prelude::*;
 
-use gateway::Op;
+use gateway::{IndexRules, Op};
 
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
@@ -41,7 +41,11 @@ fn gather_nd_py<'py>(
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    gateway::gather(data, indices, Op::GatherNd { batch_dims }, mode, out)
+    let rules = IndexRules {
+        mode,
+        wrap_negative: true,
+    };
+    gateway::gather(data, indices, Op::GatherNd { batch_dims }, rules, out)
 }
 
 /// Gathers slices of `data` along `axis` (OpenVINO Gather-8, TensorFlow
@@ -70,7 +74,46 @@ fn gather_py<'py>(
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, mode, out)
+    let rules = IndexRules {
+        mode,
+        wrap_negative: true,
+    };
+    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, rules, out)
+}
+
+/// `gather_nd` with an operator version's index rules, for the opset
+/// wrappers: `wrap_negative=False` makes negative indices out of range.
+#[pyfunction(name = "gather_nd_with_rules")]
+fn gather_nd_with_rules_py<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    batch_dims: i64,
+    mode: &str,
+    wrap_negative: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rules = IndexRules {
+        mode,
+        wrap_negative,
+    };
+    gateway::gather(data, indices, Op::GatherNd { batch_dims }, rules, None)
+}
+
+/// `gather` with an operator version's index rules, for the opset
+/// wrappers: `wrap_negative=False` makes negative indices out of range.
+#[pyfunction(name = "gather_with_rules")]
+fn gather_with_rules_py<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    axis: i64,
+    batch_dims: i64,
+    mode: &str,
+    wrap_negative: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let rules = IndexRules {
+        mode,
+        wrap_negative,
+    };
+    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, rules, None)
 }
 
 /// Sets the number of threads large gathers use (``n >= 1``).
@@ -89,6 +132,8 @@ fn get_num_threads_py() -> usize {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather_nd_py, m)?)?;
     m.add_function(wrap_pyfunction!(gather_py, m)?)?;
+    m.add_function(wrap_pyfunction!(gather_nd_with_rules_py, m)?)?;
+    m.add_function(wrap_pyfunction!(gather_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads_py, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
