@@ -99,7 +99,7 @@ fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
     s
 }
 
-/// Set for the cases that test operators without negative indices.
+// Set for the cases that test operators without negative indices.
 thread_local! {
     static WRAP: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }

@@ -235,7 +235,7 @@ unsafe fn copy_strided(
     slice_bytes: usize,
 ) {
     let runs: usize = outer.iter().map(|o| o.0).product();
-    let mut coords = vec![0usize; outer.len()];
+    let mut coords: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; outer.len()];
     for (i, &off) in offsets.iter().enumerate() {
         // SAFETY: row i of the block lies in `dst` (caller).
         let mut d = unsafe { dst.add(i * slice_bytes) };

@@ -1,7 +1,13 @@
 //! Strided views over raw bytes: what an array is to the core, the memory
 //! span it may touch, and the merging of dimensions that iterate alike.
 
+use smallvec::SmallVec;
+
 use crate::error::{GatherError, Result};
+
+/// The axes of a walk. Inline up to the ranks real calls have, so that
+/// planning a small call allocates nothing.
+pub(crate) type Dims = SmallVec<[Dim; 6]>;
 
 /// An N-dimensional array as the core sees it: bytes, where element
 /// `[0, ..., 0]` starts, and the byte stride of every axis (any sign).
@@ -81,15 +87,16 @@ pub(crate) struct Dim {
 /// as one longer axis would. The C-order enumeration of positions is kept,
 /// so a flat row number means the same before and after. An iteration with
 /// an empty axis becomes a single axis of size 0.
-pub(crate) fn coalesce(dims: &[Dim]) -> Vec<Dim> {
+pub(crate) fn coalesce(dims: &[Dim]) -> Dims {
+    let mut out = Dims::new();
     if dims.iter().any(|d| d.size == 0) {
-        return vec![Dim {
+        out.push(Dim {
             size: 0,
             data_stride: 0,
             index_stride: 0,
-        }];
+        });
+        return out;
     }
-    let mut out: Vec<Dim> = Vec::with_capacity(dims.len());
     for &d in dims.iter().filter(|d| d.size != 1) {
         if let Some(prev) = out.last_mut() {
             let n = d.size as isize;
@@ -114,14 +121,14 @@ pub(crate) enum SliceLayout {
     /// (size, byte stride), in C order.
     Strided {
         run: usize,
-        outer: Vec<(usize, isize)>,
+        outer: SmallVec<[(usize, isize); 4]>,
     },
 }
 
 impl SliceLayout {
     /// The layout of the trailing axes `shape`/`strides` of `data`.
     pub fn new(shape: &[usize], strides: &[isize], itemsize: usize) -> Self {
-        let dims: Vec<Dim> = shape
+        let dims: Dims = shape
             .iter()
             .zip(strides)
             .map(|(&size, &data_stride)| Dim {
@@ -183,13 +190,22 @@ mod tests {
             data_stride,
             index_stride,
         };
-        assert_eq!(coalesce(&[d(2, 24, 0), d(3, 8, 0)]), vec![d(6, 8, 0)]);
         assert_eq!(
-            coalesce(&[d(2, 8, 0), d(3, 16, 0)]),
-            vec![d(2, 8, 0), d(3, 16, 0)]
+            coalesce(&[d(2, 24, 0), d(3, 8, 0)]).as_slice(),
+            &[d(6, 8, 0)]
         );
-        assert_eq!(coalesce(&[d(1, 99, 99), d(4, 8, 8)]), vec![d(4, 8, 8)]);
-        assert_eq!(coalesce(&[d(2, 8, 8), d(0, 8, 8)]), vec![d(0, 0, 0)]);
+        assert_eq!(
+            coalesce(&[d(2, 8, 0), d(3, 16, 0)]).as_slice(),
+            &[d(2, 8, 0), d(3, 16, 0)]
+        );
+        assert_eq!(
+            coalesce(&[d(1, 99, 99), d(4, 8, 8)]).as_slice(),
+            &[d(4, 8, 8)]
+        );
+        assert_eq!(
+            coalesce(&[d(2, 8, 8), d(0, 8, 8)]).as_slice(),
+            &[d(0, 0, 0)]
+        );
     }
 
     #[test]
@@ -206,14 +222,14 @@ mod tests {
             SliceLayout::new(&[2, 3], &[16, 4], 4),
             SliceLayout::Strided {
                 run: 12,
-                outer: vec![(2, 16)]
+                outer: smallvec::smallvec![(2, 16)]
             }
         );
         assert_eq!(
             SliceLayout::new(&[3], &[-4], 4),
             SliceLayout::Strided {
                 run: 4,
-                outer: vec![(3, -4)]
+                outer: smallvec::smallvec![(3, -4)]
             }
         );
         assert_eq!(

@@ -13,7 +13,12 @@
 
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::index::IndexType;
-use crate::layout::{coalesce, ArrayView, Dim, SliceLayout};
+use smallvec::SmallVec;
+
+use crate::layout::{coalesce, ArrayView, Dim, Dims, SliceLayout};
+
+/// A result shape, inline for the ranks real calls have.
+type Shape = SmallVec<[usize; 8]>;
 
 /// One axis of `data` addressed by a position of the index tuple.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,19 +36,19 @@ pub struct Plan<'a> {
     pub(crate) data: ArrayView<'a>,
     pub(crate) indices: ArrayView<'a>,
     pub(crate) index_type: IndexType,
-    pub(crate) out_shape: Vec<usize>,
+    pub(crate) out_shape: Shape,
     pub(crate) out_bytes: usize,
     /// The copy walk: output rows in C order, coalesced.
-    pub(crate) rows: Vec<Dim>,
+    pub(crate) rows: Dims,
     pub(crate) n_rows: usize,
     /// The validation walk: every stored index position once, in C order of
     /// `indices` (the rows without gather's outer axes), coalesced.
-    pub(crate) index_rows: Vec<Dim>,
+    pub(crate) index_rows: Dims,
     pub(crate) n_index_rows: usize,
     /// How many leading axes of `indices` a flat index-row number unravels
     /// over, for messages: all but the last for gather_nd, all for gather.
     pub(crate) position_rank: usize,
-    pub(crate) tuple: Vec<TupleAxis>,
+    pub(crate) tuple: SmallVec<[TupleAxis; 4]>,
     /// Byte stride between the elements of one index tuple.
     pub(crate) tuple_stride: isize,
     pub(crate) slice: SliceLayout,
@@ -177,10 +182,10 @@ pub fn plan_gather_nd<'a>(
     }
     check_batch_shapes(ds, is, b, "gather_nd")?;
 
-    let out_shape: Vec<usize> = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
+    let out_shape: Shape = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
 
-    let row_dims: Vec<Dim> = (0..q - 1)
+    let row_dims: Dims = (0..q - 1)
         .map(|i| Dim {
             size: is[i],
             data_stride: if i < b { data.strides[i] } else { 0 },
@@ -252,7 +257,7 @@ pub fn plan_gather<'a>(
     }
     check_batch_shapes(ds, is, b, "gather")?;
 
-    let out_shape: Vec<usize> = ds[..a]
+    let out_shape: Shape = ds[..a]
         .iter()
         .chain(&is[b..])
         .chain(&ds[a + 1..])
@@ -277,8 +282,8 @@ pub fn plan_gather<'a>(
             index_stride: indices.strides[i],
         })
     };
-    let row_dims: Vec<Dim> = batch.clone().chain(outer).chain(inner()).collect();
-    let index_dims: Vec<Dim> = batch.chain(inner()).collect();
+    let row_dims: Dims = batch.clone().chain(outer).chain(inner()).collect();
+    let index_dims: Dims = batch.chain(inner()).collect();
     Ok(finish(PlanParts {
         data,
         indices,
@@ -288,7 +293,7 @@ pub fn plan_gather<'a>(
         rows: coalesce(&row_dims),
         index_rows: coalesce(&index_dims),
         position_rank: is.len(),
-        tuple: vec![TupleAxis {
+        tuple: smallvec::smallvec![TupleAxis {
             axis: a,
             size: ds[a],
             data_stride: data.strides[a],
@@ -303,12 +308,12 @@ struct PlanParts<'a> {
     data: ArrayView<'a>,
     indices: ArrayView<'a>,
     index_type: IndexType,
-    out_shape: Vec<usize>,
+    out_shape: Shape,
     out_bytes: usize,
-    rows: Vec<Dim>,
-    index_rows: Vec<Dim>,
+    rows: Dims,
+    index_rows: Dims,
     position_rank: usize,
-    tuple: Vec<TupleAxis>,
+    tuple: SmallVec<[TupleAxis; 4]>,
     tuple_stride: isize,
     slice: SliceLayout,
     is_nd: bool,
@@ -316,7 +321,7 @@ struct PlanParts<'a> {
 
 /// Walks always have at least one axis, so the kernels can run along the
 /// innermost one; a single row is an axis of size 1.
-fn at_least_one_axis(mut dims: Vec<Dim>) -> Vec<Dim> {
+fn at_least_one_axis(mut dims: Dims) -> Dims {
     if dims.is_empty() {
         dims.push(Dim {
             size: 1,

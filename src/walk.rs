@@ -1,10 +1,12 @@
 //! An odometer over coalesced axes: walks rows in C order and keeps the
 //! byte offsets into `data` and `indices` up to date by addition only.
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::layout::Dim;
 
 pub(crate) struct Odometer {
-    coords: Vec<usize>,
+    coords: SmallVec<[usize; 8]>,
     pub data_off: isize,
     pub index_off: isize,
 }
@@ -12,7 +14,7 @@ pub(crate) struct Odometer {
 impl Odometer {
     /// Positioned at flat row `row` of `dims` (C order).
     pub fn new(dims: &[Dim], mut row: usize) -> Self {
-        let mut coords = vec![0; dims.len()];
+        let mut coords: SmallVec<[usize; 8]> = smallvec![0; dims.len()];
         let (mut data_off, mut index_off) = (0isize, 0isize);
         for (c, d) in coords.iter_mut().zip(dims).rev() {
             if d.size == 0 {
