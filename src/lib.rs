@@ -13,6 +13,7 @@ mod index;
 mod kernel;
 mod layout;
 mod plan;
+pub mod pool;
 mod threads;
 mod walk;
 

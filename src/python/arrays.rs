@@ -8,8 +8,9 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyAnyMethods;
+use pyo3::types::PyCapsule;
 
-use crate::{span, ArrayView, GatherError, IndexType};
+use crate::{pool, span, ArrayView, GatherError, IndexType};
 
 fn numpy_attr<'py>(
     py: Python<'py>,
@@ -105,17 +106,67 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 }
 
 /// A new C-contiguous array of `shape` with `data`'s dtype (byte order
-/// included). Plain dtypes are left uninitialised; NumPy zero-fills dtypes
-/// that hold references.
+/// included), `bytes` long. Large results of plain dtypes live in a pooled
+/// buffer whose pages are already mapped (see `pool`); other plain results
+/// are left uninitialised; NumPy zero-fills dtypes that hold references.
 pub(crate) fn new_output<'py>(
     py: Python<'py>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
+    bytes: usize,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    if !dtype.has_object() {
+        if let Some(buffer) = pool::take(bytes) {
+            return pooled_array(py, dtype, shape, buffer);
+        }
+    }
+    // SAFETY: null data asks NumPy to allocate the buffer itself.
+    unsafe { new_array(py, dtype, shape, std::ptr::null_mut()) }
+}
+
+/// An array over `buffer`, which goes back to the pool when the array (and
+/// every view of it) is freed.
+fn pooled_array<'py>(
+    py: Python<'py>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+    buffer: pool::Buffer,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let data = buffer.as_ptr();
+    let owner = PyCapsule::new_with_value_and_destructor(
+        py,
+        buffer,
+        c"ndgather.pool.Buffer",
+        |buffer, _| pool::give_back(buffer),
+    )?;
+    // SAFETY: `data` holds at least the array's bytes (pool::take(bytes))
+    // and is aligned for any dtype; `owner` keeps it alive for as long as
+    // the array: SetBaseObject hands it the capsule's reference.
+    unsafe {
+        let array = new_array(py, dtype, shape, data.cast())?;
+        let owner = owner.into_ptr();
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_array_ptr(), owner) < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(array)
+    }
+}
+
+/// `PyArray_NewFromDescr` for a C-contiguous writeable array.
+///
+/// # Safety
+/// `data` is null (NumPy allocates) or points to enough writeable bytes
+/// for the array, kept alive by a base object the caller sets at once.
+unsafe fn new_array<'py>(
+    py: Python<'py>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+    data: *mut std::ffi::c_void,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let mut dims: Vec<npyffi::npy_intp> = shape.iter().map(|&n| n as npyffi::npy_intp).collect();
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
-    // `into_dtype_ptr` hands over; dims has `nd` entries; null strides and
-    // data ask NumPy to allocate a C-contiguous buffer.
+    // `into_dtype_ptr` hands over; dims has `nd` entries; null strides ask
+    // for C order; `data` as the caller guarantees.
     unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
@@ -124,8 +175,14 @@ pub(crate) fn new_output<'py>(
             dims.len() as c_int,
             dims.as_mut_ptr(),
             std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
+            data,
+            // With null data NumPy reads any nonzero flags as "Fortran
+            // order"; with our buffer they say "C order, writeable".
+            if data.is_null() {
+                0
+            } else {
+                npyffi::NPY_ARRAY_WRITEABLE
+            },
             std::ptr::null_mut(),
         );
         Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())

@@ -88,7 +88,7 @@ fn fresh_result<'py>(
     mode: Mode,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = dtype.py();
-    let result = new_output(py, dtype, plan.out_shape())?;
+    let result = new_output(py, dtype, plan.out_shape(), plan.out_bytes())?;
     // SAFETY: the array was just made; nothing else refers to its buffer.
     let buf = unsafe { bytes_mut(&result) };
     if dtype.has_object() {

@@ -1,0 +1,53 @@
+"""Large results live in pooled buffers: they must behave as ordinary new arrays."""
+
+from __future__ import annotations
+
+import gc
+
+import ndgather
+import numpy as np
+
+
+def _large_case() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    data = rng.random((4096, 64), dtype=np.float32)  # rows of 256 bytes
+    idx = rng.integers(-4096, 4096, size=(8192, 1))  # 2 MiB of output
+    return data, idx
+
+
+def test_large_results_are_fresh_writable_c_arrays() -> None:
+    data, idx = _large_case()
+    want = data[idx[:, 0]]
+    results = [ndgather.gather_nd(data, idx) for _ in range(3)]
+    for r in results:
+        assert r.flags.c_contiguous and r.flags.writeable and r.flags.aligned
+        np.testing.assert_array_equal(r, want)
+        assert not np.shares_memory(r, data)
+    # Three live results: three distinct buffers.
+    assert len({r.ctypes.data for r in results}) == 3
+
+
+def test_freed_buffers_are_reused_and_overwritten_correctly() -> None:
+    data, idx = _large_case()
+    addresses = set()
+    for step in range(20):
+        source = data if step % 2 else data[::-1]
+        r = ndgather.gather_nd(source, idx)
+        np.testing.assert_array_equal(r, source[idx[:, 0]])
+        addresses.add(r.ctypes.data)
+        del r
+        gc.collect()
+    # Twenty results, a handful of buffers (others may sit in the pool).
+    assert len(addresses) <= 4
+
+
+def test_views_keep_a_pooled_buffer_alive() -> None:
+    data, idx = _large_case()
+    view = ndgather.gather_nd(data, idx)[10:20]
+    gc.collect()
+    # A new result must not take the buffer the view still uses.
+    other = ndgather.gather_nd(data, idx[::-1])
+    assert not np.shares_memory(view, other)
+    np.testing.assert_array_equal(view, data[idx[10:20, 0]])
+    view[:] = 0  # still writable memory of its own
+    np.testing.assert_array_equal(other, data[idx[::-1, 0]])
