@@ -7,6 +7,7 @@ use std::ptr;
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
 use crate::plan::{Plan, TupleAxis};
+use crate::stream;
 use crate::walk::Odometer;
 
 /// What an index outside `[-s, s)` does.
@@ -145,7 +146,7 @@ const PREFETCH_AHEAD: usize = 12;
 
 /// At most this many bytes of a slice are prefetched (larger slices are
 /// streamed well by the hardware prefetcher once started).
-const PREFETCH_MAX: usize = 256;
+const PREFETCH_MAX: usize = 1024;
 
 /// Asks the cache for the first bytes of the slice at `src + off`. A hint
 /// only: never faults, whatever the address.
@@ -203,7 +204,12 @@ unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
 ///
 /// # Safety
 /// As for [`copy_fixed`] with `W = width`.
-unsafe fn copy_var(src: *const u8, offsets: &[isize], dst: *mut u8, width: usize) {
+unsafe fn copy_var<const STREAM: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    width: usize,
+) {
     for (i, &off) in offsets.iter().enumerate() {
         if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
             prefetch(src, ahead, width);
@@ -213,6 +219,9 @@ unsafe fn copy_var(src: *const u8, offsets: &[isize], dst: *mut u8, width: usize
         if off == ZERO_FILL {
             // SAFETY: as above.
             unsafe { ptr::write_bytes(d, 0, width) };
+        } else if STREAM {
+            // SAFETY: as in `copy_fixed`.
+            unsafe { stream::copy(src.offset(off), d, width) };
         } else {
             // SAFETY: as in `copy_fixed`.
             unsafe { ptr::copy_nonoverlapping(src.offset(off), d, width) };
@@ -265,6 +274,10 @@ unsafe fn copy_strided(
     }
 }
 
+/// Rows shorter than this are copied with ordinary stores even into a huge
+/// output: a non-temporal store pays off on whole cache lines.
+const STREAM_MIN_ROW: usize = 64;
+
 /// Copies the slices of one block, dispatching on the slice layout.
 ///
 /// # Safety
@@ -277,6 +290,10 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {
+                SliceLayout::Contiguous { bytes } if plan.stream && bytes >= STREAM_MIN_ROW => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_var::<true>(src, offsets, dst, bytes) }
+                }
                 $(SliceLayout::Contiguous { bytes: $w } => {
                     // SAFETY: forwarded from the caller.
                     unsafe {
@@ -289,7 +306,7 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
                 })*
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var(src, offsets, dst, bytes) }
+                    unsafe { copy_var::<false>(src, offsets, dst, bytes) }
                 }
                 SliceLayout::Strided { run, ref outer } => {
                     // SAFETY: forwarded from the caller.
@@ -348,6 +365,11 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
         // SAFETY: the block's rows occupy out[done*sb .. (done+len)*sb].
         unsafe { copy_block(plan, block, out.as_mut_ptr().add(done * sb)) };
         done += len;
+    }
+    if plan.stream {
+        // Our non-temporal stores must be visible before this task reports
+        // itself done to the thread that returns the output.
+        stream::fence();
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ mod kernel;
 mod layout;
 mod plan;
 pub mod pool;
+mod stream;
 mod threads;
 mod walk;
 

@@ -54,6 +54,9 @@ pub struct Plan<'a> {
     pub(crate) slice: SliceLayout,
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
+    /// Whether the output is so much larger than the caches that rows are
+    /// written with non-temporal stores (see `stream`).
+    pub(crate) stream: bool,
     /// Whether a negative index counts from the end of its axis (else it
     /// is out of range, as in ONNX Gather-1 and OpenVINO Gather-1/7).
     pub(crate) wrap_negative: bool,
@@ -61,6 +64,10 @@ pub struct Plan<'a> {
     /// next rows' bytes ahead of time pays.
     pub(crate) prefetch: bool,
 }
+
+/// Outputs from this size on bypass the cache (about the size of a server's
+/// last-level cache; a smaller output may still be read from it soon).
+const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 
 /// Above this, `data` is unlikely to sit in a core's L2 cache.
 const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
@@ -358,6 +365,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         is_nd: p.is_nd,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
         wrap_negative: true,
+        stream: p.out_bytes >= STREAM_MIN_OUT_BYTES,
     }
 }
 
