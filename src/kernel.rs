@@ -200,6 +200,41 @@ unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
     }
 }
 
+/// Rows up to this width are copied with two overlapping moves rather than
+/// a call to `memcpy`.
+const SMALL_ROW: usize = 64;
+
+/// Copies `width <= SMALL_ROW` bytes as two possibly overlapping moves of
+/// the largest power-of-two size that fits: no loop, no call.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
+    macro_rules! two {
+        ($t:ty) => {{
+            let n = std::mem::size_of::<$t>();
+            // SAFETY: n <= width, so both moves stay inside the `width`
+            // bytes of `src` and `dst` (caller).
+            unsafe {
+                let head = src.cast::<$t>().read_unaligned();
+                let tail = src.add(width - n).cast::<$t>().read_unaligned();
+                dst.cast::<$t>().write_unaligned(head);
+                dst.add(width - n).cast::<$t>().write_unaligned(tail);
+            }
+        }};
+    }
+    match width {
+        32.. => two!([u8; 32]),
+        16.. => two!([u8; 16]),
+        8.. => two!(u64),
+        4.. => two!(u32),
+        2.. => two!(u16),
+        1 => two!(u8),
+        _ => {}
+    }
+}
+
 /// As [`copy_fixed`] with the width known only at run time.
 ///
 /// # Safety
@@ -222,6 +257,9 @@ unsafe fn copy_var<const STREAM: bool>(
         } else if STREAM {
             // SAFETY: as in `copy_fixed`.
             unsafe { stream::copy(src.offset(off), d, width) };
+        } else if width <= SMALL_ROW {
+            // SAFETY: as in `copy_fixed`.
+            unsafe { copy_small(src.offset(off), d, width) };
         } else {
             // SAFETY: as in `copy_fixed`.
             unsafe { ptr::copy_nonoverlapping(src.offset(off), d, width) };
@@ -464,6 +502,18 @@ mod tests {
         assert_eq!(resolve::<false>(-1, 3, false), None);
         assert_eq!(resolve::<false>(2, 3, false), Some(2));
         assert_eq!(resolve::<true>(-1, 3, false), Some(0));
+    }
+
+    #[test]
+    fn small_copies_of_every_width() {
+        let src: Vec<u8> = (1..=64).collect();
+        for width in 0..=64 {
+            let mut dst = [0u8; 66];
+            // SAFETY: width <= 64 bytes inside both buffers.
+            unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
+            assert_eq!(&dst[1..1 + width], &src[..width]);
+            assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+        }
     }
 
     #[test]
