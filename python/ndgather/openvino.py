@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import numpy.typing as npt
 
 from ndgather import _opset
@@ -70,7 +71,11 @@ def _gather(
     a = _opset.check_attribute(op, "axis", axis, -r, r - 1)
     b = _opset.check_attribute(op, "batch_dims", batch_dims, -min(r, q), min(r, q))
     if negative_and_out_of_range == "zero":
-        return _opset.gather(op, d, i, a, b, mode="zero", wrap_negative=True)
+        result = _opset.gather(op, d, i, a, b, mode="zero", wrap_negative=True)
+        if result.dtype == object:
+            # OpenVINO's zero of a string is the empty string, not None.
+            result[result == None] = ""  # noqa: E711 (elementwise)
+        return result
     return _opset.gather(op, d, i, a, b, wrap_negative=False)
 
 

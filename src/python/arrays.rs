@@ -205,7 +205,7 @@ pub(crate) fn check_out<'py>(
         ))
     })?;
     let out_dtype = arr.dtype();
-    if !out_dtype.is(dtype) && !out_dtype.eq(dtype)? {
+    if !out_dtype.is(dtype) && !out_dtype.is_equiv_to(dtype) {
         return Err(GatherError::UnsupportedType(format!(
             "out has dtype {out_dtype} but the result has dtype {dtype}"
         ))
