@@ -9,7 +9,9 @@ outside its axis) are candidates, so an unchecked flat offset is not.
 
 To compare against another library, write a function ``prepare(inputs) -> Call | None`` and
 list it as a ``Candidate`` with its own family name; the runner verifies its output against
-the reference family and times it with the rest.
+the reference family and times it with the rest. A ``prepare`` that can say why a case is
+beyond it raises :class:`NotApplicable`; the reason is recorded as "n/a". The other runtimes
+(onnxruntime, OpenVINO, TensorFlow) and the memory-copy limits are in ``peers.py``.
 """
 
 from __future__ import annotations
@@ -27,12 +29,17 @@ from timing import Call
 Prepare = Callable[[Inputs], Call | None]
 
 
+class NotApplicable(Exception):
+    """Raised by a ``prepare`` for a case the candidate cannot do; the message says why."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     name: str
     family: str  # e.g. "ndgather", "numpy"; the summary reports the best of each family
     version: str
-    prepare: Prepare  # returns None when the candidate has no form for the case
+    prepare: Prepare  # returns None (or raises NotApplicable) when it has no form for the case
+    checked: bool = True  # False: a yardstick (a plain copy) whose output is not the result
 
 
 # --------------------------------------------------------------------------- ndgather

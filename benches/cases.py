@@ -152,6 +152,22 @@ CASES: tuple[Case, ...] = (
         (1_000_000, 1),
     ),
     Case(
+        "rows_1m_u8",
+        "1M lookups of 64-byte uint8 rows",
+        "gather_nd",
+        (1_000_000, 64),
+        (1_000_000, 1),
+        dtype="uint8",
+    ),
+    Case(
+        "rows_1m_f64",
+        "1M lookups of 512-byte float64 rows",
+        "gather_nd",
+        (1_000_000, 64),
+        (1_000_000, 1),
+        dtype="float64",
+    ),
+    Case(
         "slices_128k",
         "4096 lookups of 128 KiB rows",
         "gather_nd",

@@ -6,40 +6,43 @@ the README are rendered from, so a printed table and a stored JSON file never di
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
-from candidates import Candidate
+from candidates import Candidate, NotApplicable
 from cases import Case
 from timing import Call, Timing, run_interleaved
 
 
-def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype) -> list[str]:
-    """Run every call once and compare each output with the first good one; return the errors.
+def _check(
+    case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype
+) -> dict[str, str]:
+    """Run every call once and compare each output with the first good one.
 
-    Outputs are dropped as soon as they are compared, so at most two are alive at once.
+    Returns what went wrong, by candidate. Outputs are dropped as soon as they are compared,
+    so at most two are alive at once.
     """
-    errors: list[str] = []
+    failures: dict[str, str] = {}
     reference: np.ndarray | None = None
     reference_name = ""
     for name in order:
         try:
             out = np.asarray(calls[name]())
         except Exception as exc:  # a candidate's failure is reported, not fatal to the run
-            errors.append(f"{name} raised {type(exc).__name__}: {exc}")
+            failures[name] = f"{name} raised {type(exc).__name__}: {exc}"
             continue
         if out.shape != case.output_shape or out.dtype != dtype:
-            errors.append(
+            failures[name] = (
                 f"{name} returned shape {out.shape} dtype {out.dtype}, "
                 f"expected {case.output_shape} {dtype}"
             )
         elif reference is None:
             reference, reference_name = out, name
         elif not np.array_equal(out, reference):
-            errors.append(f"{name} differs from {reference_name}")
+            failures[name] = f"{name} differs from {reference_name}"
         del out
-    return errors
+    return failures
 
 
 def _timing_record(family: str, timing: Timing) -> dict[str, Any]:
@@ -79,11 +82,16 @@ def run_case(
     rounds: int,
     min_sample_s: float,
     reference_family: str = "numpy",
+    optional_families: Collection[str] = (),
 ) -> dict[str, Any]:
     """Build ``case``, check every applicable candidate against ``reference_family``, time them.
 
     On any error (a candidate raised, or disagreed with the reference) nothing is timed and
-    the record's ``errors`` says why.
+    the record's ``errors`` says why, unless the candidate is of one of ``optional_families``
+    (another library, judged rather than tested): then it is left out of the timing and the
+    record's ``skipped`` says why, and ``failures`` too, since its failure was not foreseen.
+    Candidates that raise :class:`~candidates.NotApplicable` are only ``skipped``. Unchecked
+    candidates (yardsticks such as a plain copy) are timed without comparing their output.
     """
     record: dict[str, Any] = {
         "name": case.name,
@@ -98,30 +106,48 @@ def run_case(
         "output_shape": list(case.output_shape),
         "output_bytes": case.output_bytes,
         "errors": [],
+        "skipped": {},
+        "failures": [],
         "candidates": {},
     }
     inputs = case.build()
     calls: dict[str, Call] = {}
     family: dict[str, str] = {}
+    checked: dict[str, bool] = {}
     errors: list[str] = record["errors"]
+    skipped: dict[str, str] = record["skipped"]
+
+    def fail(name: str, message: str) -> None:
+        if family[name] in optional_families:
+            skipped[name] = message
+            record["failures"].append(message)
+        else:
+            errors.append(message)
+
     for cand in candidates:
         if cand.name in calls:
             raise ValueError(f"two candidates named {cand.name!r} apply to case {case.name}")
+        family[cand.name] = cand.family
         try:
             call = cand.prepare(inputs)
+        except NotApplicable as exc:
+            skipped[cand.name] = str(exc)
+            continue
         except Exception as exc:
-            errors.append(f"{cand.name} could not be prepared: {type(exc).__name__}: {exc}")
+            fail(cand.name, f"{cand.name} could not be prepared: {type(exc).__name__}: {exc}")
             continue
         if call is not None:
             calls[cand.name] = call
-            family[cand.name] = cand.family
+            checked[cand.name] = cand.checked
 
     references = [n for n in calls if family[n] == reference_family]
     if not references:
         errors.append(f"no {reference_family} candidate applies to this case")
         return record
-    order = references + [n for n in calls if family[n] != reference_family]
-    errors.extend(_check(case, calls, order, inputs.data.dtype))
+    order = references + [n for n in calls if family[n] != reference_family and checked[n]]
+    for name, message in _check(case, calls, order, inputs.data.dtype).items():
+        fail(name, message)
+        calls.pop(name)
     if errors:
         return record
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import numpy.typing as npt
 
 from ndgather import _opset
