@@ -22,6 +22,8 @@ from typing import Any
 
 README_BEGIN = "<!-- bench table -->"
 README_END = "<!-- /bench table -->"
+PEERS_BEGIN = "<!-- peers table -->"
+PEERS_END = "<!-- /peers table -->"
 
 
 # --------------------------------------------------------------------------- machine
@@ -123,11 +125,13 @@ def _markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str
 # --------------------------------------------------------------------------- tables
 
 
-def case_detail(record: Mapping[str, Any], baseline: str) -> str:
-    """Every candidate of one case: median, spread, calls per sample, ratio to the best baseline."""
+def case_detail(record: Mapping[str, Any], baseline: str, best: str | None = None) -> str:
+    """Every candidate of one case: median, spread, calls per sample, ratio to ``best`` (by
+    default the best of the ``baseline`` family), then the candidates skipped and why."""
     if record["errors"]:
         return f"{record['name']}: FAILED\n" + "\n".join(f"  {e}" for e in record["errors"])
-    best = record["best"].get(baseline)
+    if best is None:
+        best = record["best"].get(baseline)
     rows = [
         [
             name + (" *" if name == best else ""),
@@ -147,7 +151,8 @@ def case_detail(record: Mapping[str, Any], baseline: str) -> str:
     if record["op"] == "gather":
         attrs = f"axis={record['axis']}, " + attrs
     title = f"{record['name']}: {record['op']} {shapes}, {attrs}"
-    return title + "\n" + _indent(_text_table(header, rows))
+    skipped = [f"  n/a {name}: {why}" for name, why in record.get("skipped", {}).items()]
+    return "\n".join([title, _indent(_text_table(header, rows)), *skipped])
 
 
 def _median(record: Mapping[str, Any], name: str | None) -> float:
@@ -217,12 +222,218 @@ def summary_markdown(results: Mapping[str, Any]) -> str:
     )
 
 
-def update_readme(path: Path, markdown: str) -> None:
+# --------------------------------------------------------------------------- peers
+
+#: Display names of the families of ``compare.py``.
+FAMILY_NAMES = {
+    "numpy": "NumPy",
+    "onnxruntime": "onnxruntime",
+    "openvino": "OpenVINO",
+    "tensorflow": "TensorFlow",
+}
+LIMITS = ("copy", "copy 2 threads", "alloc+copy")
+LARGE_OUTPUT_BYTES = 1 << 20
+
+
+def best_peer(record: Mapping[str, Any], peers: Sequence[str]) -> str | None:
+    """The fastest candidate of any peer family in a case, or ``None``."""
+    cands = record["candidates"]
+    names = [n for f, n in record.get("best", {}).items() if f in peers]
+    return min(names, key=lambda n: cands[n]["median_s"], default=None)
+
+
+def _ratio(record: Mapping[str, Any], name: str | None, over: str | None) -> float | None:
+    cands = record["candidates"]
+    if name not in cands or over not in cands:
+        return None
+    return float(cands[name]["median_s"] / cands[over]["median_s"])
+
+
+def _family_na(record: Mapping[str, Any], family: str, results: Mapping[str, Any]) -> str:
+    """Why a family has no time in a case: its skip reasons, or that it is not installed."""
+    if family in results.get("missing", {}):
+        return "not installed"
+    reasons = {
+        why
+        for name, why in record.get("skipped", {}).items()
+        if results["families"].get(name) == family
+    }
+    return "; ".join(sorted(reasons)) or "no form for this case"
+
+
+def peer_rows(
+    results: Mapping[str, Any], describe: bool = False, markdown: bool = False
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """The peer comparison: per case, ndgather (new array, ``out=``), the best form of each
+    peer, the best peer, the ratios, and the copy limits; plus footnotes for every "n/a"."""
+    peers, subject = results["peers"], results["subject"]
+    header = ["case", *(["what"] if describe else []), subject, f"{subject} out="]
+    header += [FAMILY_NAMES.get(p, p) for p in peers]
+    header += [
+        f"{subject} / best peer",
+        "out= / best peer",
+        *LIMITS,
+        "out= / copy 2 threads",
+    ]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for r in results["cases"]:
+        if r["errors"]:
+            rows.append([r["name"], "FAILED"] + [""] * (len(header) - 2))
+            continue
+        cands = r["candidates"]
+
+        def t(name: str | None, cands: Mapping[str, Any] = cands) -> str:
+            return fmt_seconds(cands[name]["median_s"]) if name in cands else "-"
+
+        row = [r["name"], *([r["description"]] if describe else [])]
+        row += [t(subject), t(f"{subject} out=")]
+        top = best_peer(r, peers)
+        for family in peers:
+            fastest = r["best"].get(family)
+            if fastest is None:
+                why = _family_na(r, family, results)
+                notes.append(f"{FAMILY_NAMES.get(family, family)} on {r['name']}: {why}")
+                row.append(f"n/a [{len(notes)}]")
+                continue
+            form = fastest.removeprefix(family).strip()
+            cell = t(fastest) + (f" {form}" if form else "")
+            if fastest == top and markdown:
+                cell = f"**{cell}**"
+            row.append(cell)
+        row += [
+            fmt_ratio(_ratio(r, subject, top)),
+            fmt_ratio(_ratio(r, f"{subject} out=", top)),
+            *(t(limit) for limit in LIMITS),
+            fmt_ratio(_ratio(r, f"{subject} out=", "copy 2 threads")),
+        ]
+        rows.append(row)
+    return header, rows, notes
+
+
+def peer_text(results: Mapping[str, Any]) -> str:
+    header, rows, notes = peer_rows(results)
+    return _text_table(header, rows) + "".join(
+        f"\n[{i}] n/a: {note}" for i, note in enumerate(notes, 1)
+    )
+
+
+def targets(
+    results: Mapping[str, Any], one_thread: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The targets of issue 4, item 2, judged on ``results`` (and the ``--threads 1`` run).
+
+    ratio = ndgather median / the yardstick's median; ``met`` is ``None`` where a yardstick
+    is missing (a peer not installed or n/a)."""
+    subject, peers = results["subject"], results["peers"]
+    checks: list[dict[str, Any]] = []
+
+    def judge(goal: str, r: Mapping[str, Any], name: str, over: str | None, limit: float) -> None:
+        ratio = _ratio(r, name, over)
+        checks.append(
+            {
+                "target": goal,
+                "case": r["name"],
+                "candidate": name,
+                "yardstick": over,
+                "ratio": ratio,
+                "limit": limit,
+                "met": None if ratio is None else ratio <= limit,
+            }
+        )
+
+    for r in results["cases"]:
+        if r["errors"]:
+            continue
+        name = r["name"]
+        top = best_peer(r, peers)
+        if name in ("tiny_gather_nd", "tiny_gather"):
+            judge("per-call overhead: <= 0.5x NumPy", r, subject, r["best"].get("numpy"), 0.5)
+        if name.startswith("ov_gnd8_xml") or name == "gather_batch":
+            judge("OpenVINO examples, batched Gather: <= 0.5x best peer", r, subject, top, 0.5)
+        if name == "points_2m":
+            judge("point lookups: <= 0.7x best peer", r, subject, top, 0.7)
+        if r["output_bytes"] >= LARGE_OUTPUT_BYTES:
+            ort = r["best"].get("onnxruntime")
+            judge("large output: new array <= 1.0x onnxruntime", r, subject, ort, 1.0)
+            judge(
+                "large output: out= <= 1.25x two-thread copy",
+                r,
+                f"{subject} out=",
+                "copy 2 threads",
+                1.25,
+            )
+    if one_thread is not None:
+        for r in one_thread["cases"]:
+            if not r["errors"]:
+                top = best_peer(r, one_thread["peers"])
+                judge("one thread: ahead of every peer", r, subject, top, 1.0)
+                checks[-1]["met"] = None if checks[-1]["ratio"] is None else checks[-1]["ratio"] < 1
+    return checks
+
+
+def targets_table(checks: Sequence[Mapping[str, Any]], markdown: bool = False) -> str:
+    header = ["target", "case", "ratio", "limit", "met"]
+    rows = [
+        [
+            c["target"],
+            c["case"],
+            fmt_ratio(c["ratio"]),
+            f"{c['limit']:g}x",
+            {True: "yes", False: "**no**" if markdown else "NO", None: "n/a"}[c["met"]],
+        ]
+        for c in checks
+    ]
+    return (_markdown_table if markdown else _text_table)(header, rows)
+
+
+def _run_note(results: Mapping[str, Any]) -> str:
+    m = results["machine"]
+    threads = m.get("ndgather_threads", "?")
+    peer_threads = results.get("peer_threads") or "default (every core)"
+    return (
+        f"Median per call over {results['rounds']} interleaved rounds; ndgather threads: "
+        f"{threads}, peers' threads: {peer_threads}; commit {m.get('git_commit') or '?'}. "
+        f"Command: `{results['command']}`."
+    )
+
+
+def peer_markdown(
+    results: Mapping[str, Any],
+    one_thread: Mapping[str, Any] | None = None,
+    image: str | None = None,
+) -> str:
+    """The README block: the table of a run (and of its ``--threads 1`` run), the n/a
+    reasons, the targets, the machine, versions and commands, and the plot."""
+    parts: list[str] = []
+    runs = [("All threads", results)] + ([("One thread", one_thread)] if one_thread else [])
+    for title, run in runs:
+        header, rows, notes = peer_rows(run, markdown=True)
+        parts.append(f"**{title}** ({_run_note(run)})")
+        parts.append(_markdown_table(header, rows))
+        if notes:
+            parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
+    parts.append("**Targets** (ratio = ndgather median / the yardstick's median):")
+    parts.append(targets_table(targets(results, one_thread), markdown=True))
+    m = results["machine"]
+    parts.append(f"Machine: {describe_machine(m)}.")
+    if results.get("missing"):
+        missing = "; ".join(f"{k}: {v}" for k, v in results["missing"].items())
+        parts.append(f"Not measured: {missing}.")
+    if image:
+        parts.append(f"![ndgather against the peers, per case]({image})")
+    return "\n\n".join(parts)
+
+
+def update_readme(
+    path: Path, markdown: str, begin: str = README_BEGIN, end: str = README_END
+) -> None:
+    """Replace what lies between the ``begin`` and ``end`` markers of ``path``."""
     text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(README_BEGIN) + ".*?" + re.escape(README_END), re.DOTALL)
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise SystemExit(f"{path}: no {README_BEGIN} ... {README_END} markers")
-    block = f"{README_BEGIN}\n{markdown}\n{README_END}"
+        raise SystemExit(f"{path}: no {begin} ... {end} markers")
+    block = f"{begin}\n{markdown}\n{end}"
     path.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
 
 

@@ -15,9 +15,7 @@ from cases import Case
 from timing import Call, Timing, run_interleaved
 
 
-def _check(
-    case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype
-) -> dict[str, str]:
+def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype) -> dict[str, str]:
     """Run every call once and compare each output with the first good one.
 
     Returns what went wrong, by candidate. Outputs are dropped as soon as they are compared,
