@@ -7,8 +7,10 @@ PYTHON_ENV = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
 PYTHON_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
 STUBTEST_ALLOWLIST = $(wildcard .ci/stubtest-allowlist.txt)
 BENCH_JSON = bench-results/compare_numpy.json
+PEERS_JSON = bench-results/compare.json
+PEERS_1T_JSON = bench-results/compare-1t.json
 
-.PHONY: dev test lint bench bench-readme
+.PHONY: dev test lint bench bench-readme bench-peers
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -34,3 +36,12 @@ bench:
 ## bench-readme: put the table of the last `make bench` into README.md
 bench-readme:
 	$(PYTHON) benches/report.py $(BENCH_JSON) --readme README.md
+
+## bench-peers: ndgather against NumPy, onnxruntime, OpenVINO and TensorFlow (pip install
+## ".[bench]"), all threads and one thread; then the README "Performance" table and
+## docs/benchmark.png. Build with `maturin develop --release` first: that is what users get.
+bench-peers:
+	$(PYTHON) benches/compare.py --json $(PEERS_JSON)
+	$(PYTHON) benches/compare.py --threads 1 --json $(PEERS_1T_JSON)
+	$(PYTHON) benches/plot.py $(PEERS_JSON) --one-thread $(PEERS_1T_JSON) \
+		--png docs/benchmark.png --readme README.md

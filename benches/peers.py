@@ -203,9 +203,15 @@ def _tf_module() -> Any:
     return importlib.import_module("tensorflow")
 
 
+_tf_tensors: dict[int, tuple[Any, Any]] = {}  # id(inputs) -> tensors, until release()
+
+
 def _tf_inputs(inputs: Inputs) -> tuple[Any, Any]:
-    tf = _tf_module()
-    return tf.constant(inputs.data), tf.constant(inputs.indices)
+    """The case's arrays as tensors, converted once per case for all TensorFlow forms."""
+    if id(inputs) not in _tf_tensors:
+        tf = _tf_module()
+        _tf_tensors[id(inputs)] = tf.constant(inputs.data), tf.constant(inputs.indices)
+    return _tf_tensors[id(inputs)]
 
 
 def _tf_fn(case: Case) -> Callable[[Any, Any], Any]:
@@ -303,9 +309,10 @@ COPY_LIMITS: tuple[Candidate, ...] = tuple(
 
 
 def release() -> None:
-    """Drop the cached sessions, compiled models and copy buffers of the last case."""
+    """Drop the cached sessions, models, tensors and copy buffers of the case just run."""
     for cached in (_ort_session, _ov_compiled, _copy_buffers):
         cached.cache_clear()
+    _tf_tensors.clear()
 
 
 def _load_ort(threads: int | None, loaded: Loaded) -> None:

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""The README "Performance" block and ``docs/benchmark.png`` from ``compare.py`` results.
+
+Nothing is measured here: everything is rendered from the JSON of a run (and, optionally, of
+its ``--threads 1`` run), so the table and the plot always show the same numbers::
+
+    python benches/compare.py --json bench-results/compare.json
+    python benches/compare.py --threads 1 --json bench-results/compare-1t.json
+    python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json \\
+        --png docs/benchmark.png --readme README.md
+
+Without ``--readme`` the Markdown is printed. The plot has one row per case: on the left the
+median per call of ndgather (new array and ``out=``) and of each peer's fastest form, with
+the copy limits marked, on a log scale; on the right ndgather's median over the best peer's
+(below 1 is faster), for the run and for the one-thread run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from report import (
+    FAMILY_NAMES,
+    PEERS_BEGIN,
+    PEERS_END,
+    best_peer,
+    describe_machine,
+    fmt_seconds,
+    peer_markdown,
+    update_readme,
+)
+
+COLOURS = {
+    "ndgather": "#d62728",
+    "ndgather out=": "#ff9896",
+    "numpy": "#1f77b4",
+    "onnxruntime": "#2ca02c",
+    "openvino": "#9467bd",
+    "tensorflow": "#ff7f0e",
+}
+
+
+def _series(results: Mapping[str, Any]) -> list[tuple[str, str, list[float | None]]]:
+    """(label, colour key, median per case or None) for ndgather's two forms and each peer."""
+    subject = results["subject"]
+    cases = [r for r in results["cases"] if not r["errors"]]
+    out: list[tuple[str, str, list[float | None]]] = []
+    for name in (subject, f"{subject} out="):
+        out.append((name, name, [_median(r, name) for r in cases]))
+    for family in results["peers"]:
+        times = [_median(r, r["best"].get(family)) for r in cases]
+        out.append((f"{FAMILY_NAMES.get(family, family)} (fastest form)", family, times))
+    return out
+
+
+def _median(record: Mapping[str, Any], name: str | None) -> float | None:
+    cand = record["candidates"].get(name) if name else None
+    return None if cand is None else float(cand["median_s"])
+
+
+def _ratios(results: Mapping[str, Any]) -> dict[str, float]:
+    """ndgather's median over the best peer's, by case."""
+    subject = results["subject"]
+    ratios = {}
+    for r in results["cases"]:
+        top = None if r["errors"] else best_peer(r, results["peers"])
+        mine = _median(r, subject)
+        if top and mine:
+            ratios[r["name"]] = mine / r["candidates"][top]["median_s"]
+    return ratios
+
+
+def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    cases = [r for r in results["cases"] if not r["errors"]]
+    names = [r["name"] for r in cases]
+    n = len(cases)
+    series = _series(results)
+    height_in = 2.2 + 0.62 * n
+    fig, (ax, rx) = plt.subplots(
+        1,
+        2,
+        figsize=(14, height_in),
+        sharey=True,
+        gridspec_kw={"width_ratios": [2.2, 1], "wspace": 0.05},
+    )
+    height = 0.8 / len(series)
+    for k, (label, key, times) in enumerate(series):
+        ys = [i - 0.4 + (k + 0.5) * height for i in range(n)]
+        pairs = [(y, t) for y, t in zip(ys, times, strict=True) if t]
+        ax.barh(
+            [y for y, _ in pairs],
+            [t for _, t in pairs],
+            height=height,
+            color=COLOURS.get(key, "grey"),
+            label=label,
+        )
+    for limit, marker in (("copy 2 threads", "|"), ("alloc+copy", "x")):
+        pts = [(i, _median(r, limit)) for i, r in enumerate(cases)]
+        pts = [(i, t) for i, t in pts if t]
+        ax.scatter(
+            [t for _, t in pts],
+            [i for i, _ in pts],
+            marker=marker,
+            s=300 if marker == "|" else 60,
+            color="black",
+            zorder=3,
+            label=f"{limit} of the output's bytes",
+        )
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_seconds(x)))
+    ax.set_yticks(range(n), names)
+    ax.invert_yaxis()
+    ax.grid(axis="x", which="major", alpha=0.3)
+    ax.set_xlabel("median time per call (log scale; shorter is faster)")
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, fontsize=8, frameon=False)
+
+    runs = [("all threads", results, "#d62728")]
+    if one_thread is not None:
+        runs.append(("one thread", one_thread, "#7f7f7f"))
+    rh = 0.8 / len(runs)
+    for k, (label, run, colour) in enumerate(runs):
+        ratios = _ratios(run)
+        ys = [i - 0.4 + (k + 0.5) * rh for i in range(n) if names[i] in ratios]
+        vals = [ratios[name] for name in names if name in ratios]
+        rx.barh(ys, vals, height=rh, color=colour, label=f"ndgather / best peer, {label}")
+        for y, v in zip(ys, vals, strict=True):
+            rx.text(v, y, f" {v:.2f}x", va="center", fontsize=7)
+    rx.axvline(1.0, color="black", lw=1)
+    rx.set_xscale("log")
+    rx.xaxis.set_major_locator(FixedLocator([0.1, 0.25, 0.5, 1, 2, 4, 8]))
+    rx.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    rx.xaxis.set_minor_formatter(NullFormatter())
+    rx.grid(axis="x", which="major", alpha=0.3)
+    rx.set_xlabel("ndgather median / best peer median (log; < 1: ndgather faster)")
+    rx.legend(loc="lower left", bbox_to_anchor=(0, 1.0), fontsize=8, frameon=False)
+
+    m = results["machine"]
+    fig.suptitle(
+        "ndgather against NumPy, onnxruntime, OpenVINO and TensorFlow (median per call)",
+        y=0.995,
+    )
+    commands = [results["command"]] + ([one_thread["command"]] if one_thread else [])
+    fig.text(
+        0.01,
+        0.002,
+        _wrap(f"{describe_machine(m)}. Commands: " + "; ".join(commands), 190),
+        fontsize=7,
+        va="bottom",
+    )
+    fig.subplots_adjust(left=0.1, right=0.97, top=1 - 1.0 / height_in, bottom=1.0 / height_in)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _wrap(text: str, width: int) -> str:
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join([*lines, line])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, help="JSON written by compare.py --json")
+    parser.add_argument("--one-thread", type=Path, help="JSON of compare.py --threads 1")
+    parser.add_argument("--png", type=Path, help="write the plot here (docs/benchmark.png)")
+    parser.add_argument("--readme", type=Path, help="replace the block between the markers")
+    args = parser.parse_args(argv)
+    results = json.loads(args.results.read_text(encoding="utf-8"))
+    one_thread = (
+        json.loads(args.one_thread.read_text(encoding="utf-8")) if args.one_thread else None
+    )
+    if args.png:
+        plot(results, one_thread, args.png)
+        print(f"wrote {args.png}")
+    image = None
+    if args.png and args.readme:
+        image = args.png.resolve().relative_to(args.readme.resolve().parent).as_posix()
+    markdown = peer_markdown(results, one_thread, image)
+    if args.readme:
+        update_readme(args.readme, markdown, PEERS_BEGIN, PEERS_END)
+        print(f"updated {args.readme}")
+    else:
+        print(markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
