@@ -11,7 +11,7 @@ result, then timed in interleaved rounds (``timing.py``) with the copy limits be
 median per call of every candidate, the best of each runtime, and ndgather's over the best
 peer (below 1 is faster); then the targets of issue 4.
 
-    python benches/compare.py                                  # every case, 11 rounds
+    python benches/compare.py                                  # every case, 21 rounds
     python benches/compare.py --quick                          # tiny sizes, 3 rounds (CI)
     python benches/compare.py --threads 1 --json bench-results/compare-1t.json
     python benches/compare.py --cases points_2m,tiny_gather --peers onnxruntime
@@ -77,7 +77,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help="ndgather's threads, and the cap on every runtime's (default: their defaults)",
     )
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 21, quick 3)")
     parser.add_argument(
         "--min-sample-time",
         type=float,
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.quick:
         cases = [c.shrunk() for c in cases]
-    rounds = args.rounds if args.rounds is not None else (3 if args.quick else 11)
+    rounds = args.rounds if args.rounds is not None else (3 if args.quick else 21)
     min_sample_s = args.min_sample_time or (0.001 if args.quick else 0.02)
     if args.threads is not None:
         ndgather.set_num_threads(args.threads)
@@ -132,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {describe_machine(machine)}")
     for name, why in loaded.missing.items():
         print(f"skipped runtime {name}: {why}")
+    load = machine["loadavg_at_start"]
+    if load and not args.quick and load[0] > 0.5:
+        print(f"warning: load average {load[0]} at start: other processes may skew the timings")
     print(
         f"ndgather threads: {machine['ndgather_threads']}; peers' threads: "
         f"{args.threads or 'default'}; {rounds} interleaved rounds; samples of >= "
