@@ -156,6 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         peers.release()
         record["wall_s"] = time.perf_counter() - start
+        record["loadavg_after"] = _loadavg()  # 1-minute > ~2 here: something else ran too
         records.append(record)
         top = None if record["errors"] else best_peer(record, peer_families)
         print(case_detail(record, "best peer", best=top), flush=True)

@@ -6,16 +6,16 @@ int64 indices) and is driven the way its users drive it in a loop, each in its f
 we know (all forms are timed and the summary keeps the best of each runtime):
 
 * **onnxruntime**: an ``InferenceSession`` of a one-node ONNX model (GatherND-13 or
-  Gather-13, static shapes) on the CPU execution provider. ``onnxruntime``:
+  Gather-13, static shapes) on the CPU execution provider. ``onnxruntime run``:
   ``sess.run`` (a new output array per call); ``onnxruntime iobinding``: inputs bound once
   (zero copy) and the output written into a preallocated array with ``run_with_iobinding``.
 * **OpenVINO**: the same node (GatherND-8 or Gather-8) compiled for the CPU plugin (latency
-  hint, f32 precision), one reused infer request. ``openvino``: ``req.infer(inputs,
+  hint, f32 precision), one reused infer request. ``openvino infer``: ``req.infer(inputs,
   share_inputs=True)`` (a new output array per call); ``openvino bound``: inputs set once
   as shared tensors, ``req.infer()``, the result read in place from OpenVINO's own output
   tensor (reused by every call).
-* **TensorFlow**: inputs converted to tensors once, outside the timed call. ``tensorflow``:
-  eager ``tf.gather_nd`` / ``tf.gather``; ``tensorflow raw_ops``: the bare kernel
+* **TensorFlow**: inputs converted to tensors once, outside the timed call. ``tensorflow
+  eager``: eager ``tf.gather_nd`` / ``tf.gather``; ``tensorflow raw_ops``: the bare kernel
   (``tf.raw_ops.GatherNd`` / ``GatherV2``, no Python-side dispatch); ``tensorflow
   function``: a ``tf.function`` traced once for the case's shapes.
 
@@ -326,7 +326,7 @@ def _load_ort(threads: int | None, loaded: Loaded) -> None:
         "intra_op_num_threads": threads if threads is not None else "default",
     }
     loaded.candidates += [
-        Candidate("onnxruntime", "onnxruntime", ort.__version__, ort_run),
+        Candidate("onnxruntime run", "onnxruntime", ort.__version__, ort_run),
         Candidate("onnxruntime iobinding", "onnxruntime", ort.__version__, ort_iobinding),
     ]
 
@@ -343,7 +343,7 @@ def _load_ov(threads: int | None, loaded: Loaded) -> None:
         "INFERENCE_NUM_THREADS": threads if threads is not None else "default",
     }
     loaded.candidates += [
-        Candidate("openvino", "openvino", version, ov_infer),
+        Candidate("openvino infer", "openvino", version, ov_infer),
         Candidate("openvino bound", "openvino", version, ov_bound),
     ]
 
@@ -360,7 +360,7 @@ def _load_tf(threads: int | None, loaded: Loaded) -> None:
         "intra_op_parallelism_threads": threads if threads is not None else "default",
     }
     loaded.candidates += [
-        Candidate("tensorflow", "tensorflow", tf.__version__, tf_eager),
+        Candidate("tensorflow eager", "tensorflow", tf.__version__, tf_eager),
         Candidate("tensorflow raw_ops", "tensorflow", tf.__version__, tf_raw_ops),
         Candidate("tensorflow function", "tensorflow", tf.__version__, tf_function),
     ]
