@@ -60,7 +60,7 @@ def is_string(dtype: Any) -> bool:
 def is_ml_dtype(dtype: Any) -> bool:
     """An ``ml_dtypes`` extension dtype (bfloat16, float8_*): not a built-in NumPy kind."""
     dt = np.dtype(dtype)
-    return dt.kind == "V" and dt.names is None and dt.type.__module__.startswith("ml_dtypes")
+    return dt.names is None and dt.type.__module__.startswith("ml_dtypes")
 
 
 def _raw_view(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -273,7 +273,7 @@ def ov_compiled(
     axis: int | None,
     batch_dims: int,
 ) -> Any:
-    """A compiled CPU model of one node with static input shapes."""
+    """A compiled CPU model of one node. A dimension given as -1 is dynamic."""
     ov = _ov()
     import openvino.opset8 as op8
 
@@ -281,20 +281,39 @@ def ov_compiled(
     i = op8.parameter(list(index_shape), ov_type(index_type), name="indices")
     node = _ov_node(name, d, i, axis, batch_dims)
     model = ov.Model([node], [d, i], name.replace("-", "_"))
-    return _ov_core().compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": 1})
+    return _ov_core().compile_model(model, "CPU")
 
 
 def ov_compiled_for(
-    name: str, data: Any, indices: Any, axis: int | None = None, batch_dims: int = 0
+    name: str,
+    data: Any,
+    indices: Any,
+    axis: int | None = None,
+    batch_dims: int = 0,
+    dynamic: bool = False,
 ) -> Any:
+    """The (cached) compiled model for these inputs: with static shapes, or with dynamic
+    dimensions of static rank (GatherND keeps ``indices.shape[-1]`` static, as the plugin
+    needs the output rank), one model serving every shape."""
     data = np.asarray(data)
     indices = np.asarray(indices)
-    return ov_compiled(
+    dshape, ishape = tuple(data.shape), tuple(indices.shape)
+    if dynamic:
+        dshape = (-1,) * len(dshape)
+        if name.startswith("GatherND"):
+            ishape = (-1,) * (len(ishape) - 1) + ishape[-1:]
+        else:
+            ishape = (-1,) * len(ishape)
+    # A dynamic model serves many cases: keep it. A static one serves one shape: compile it
+    # afresh (the plugin takes O(n) per release with n models alive, so a big cache of
+    # static models costs more at teardown than recompiling).
+    compile_ = ov_compiled if dynamic else ov_compiled.__wrapped__
+    return compile_(
         name,
         "str" if is_string(data.dtype) else data.dtype.name,
         indices.dtype.name,
-        tuple(data.shape),
-        tuple(indices.shape),
+        dshape,
+        ishape,
         axis,
         int(batch_dims),
     )
@@ -315,12 +334,19 @@ def _ov_tensor(a: np.ndarray[Any, Any]) -> Any:
 
 
 def run_openvino(
-    name: str, data: Any, indices: Any, axis: int | None = None, batch_dims: int = 0
+    name: str,
+    data: Any,
+    indices: Any,
+    axis: int | None = None,
+    batch_dims: int = 0,
+    *,
+    dynamic: bool = False,
 ) -> np.ndarray[Any, Any]:
-    """``name(data, indices[, axis], batch_dims)`` on the OpenVINO CPU plugin, as NumPy."""
+    """``name(data, indices[, axis], batch_dims)`` on the OpenVINO CPU plugin, as NumPy,
+    compiled for these static shapes or (``dynamic``) for any shape of these ranks."""
     data = np.asarray(data)
     indices = np.asarray(indices)
-    compiled = ov_compiled_for(name, data, indices, axis, batch_dims)
+    compiled = ov_compiled_for(name, data, indices, axis, batch_dims, dynamic)
     req = compiled.create_infer_request()
     req.infer([_ov_tensor(data), _ov_tensor(indices)])
     out = req.get_output_tensor(0)
