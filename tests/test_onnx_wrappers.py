@@ -413,3 +413,27 @@ def test_wrapper_results_equal_the_generic_kernel() -> None:
         assert_same(
             nx.gather_13(g.data, g.indices, g.axis), ndgather.gather(g.data, g.indices, g.axis)
         )
+
+
+@pytest.mark.parametrize("name", sorted(HAS_BATCH_DIMS) + list(GATHER))
+def test_attributes_must_be_integers(name: str) -> None:
+    """ONNX attributes are INT: a float or a str is a TypeError (as for the generic kernels),
+    never silently truncated or parsed; NumPy integer scalars are integers."""
+    data = np.arange(24).reshape(2, 3, 4)
+    idx = np.array([[1], [0]])
+    for bad in (1.5, 1.0, np.float64(1.0), "1", None):
+        with pytest.raises(TypeError) as e:
+            if name in GATHER:
+                GATHER[name][0](data, idx, bad)
+            else:
+                call_nd(name, data, idx, bad)
+        check_names(e, name)
+    with pytest.raises(TypeError):
+        nx.gather_nd(data, idx, 1.5, opset=13)
+    with pytest.raises(TypeError):
+        nx.gather_nd(data, idx, opset=13.0)
+    for good in (np.int8(1), np.int64(1), np.uint16(1)):
+        if name in GATHER:
+            assert_same(GATHER[name][0](data, idx, good), np.take(data, idx, axis=1))
+        else:
+            assert_same(call_nd(name, data, idx, good), data[[0, 1], [1, 0]])

@@ -313,3 +313,27 @@ def test_types(name: str) -> None:
     with pytest.raises(TypeError) as e:
         call(np.zeros((2, 3), dtype=[("a", "<i4")]), np.array([1]))
     check_names(e, name)
+
+
+@pytest.mark.parametrize("name", list(GATHER_ND) + list(GATHER))
+def test_attributes_must_be_integers(name: str) -> None:
+    """axis and batch_dims are integers: a float or a str is a TypeError (as for the generic
+    kernels), never silently truncated or parsed; NumPy integer scalars are integers."""
+    data = np.arange(24).reshape(2, 3, 4)
+    idx = np.array([[1], [0]])
+    for bad in (1.5, 1.0, np.float64(1.0), "1", None):
+        with pytest.raises(TypeError) as e:
+            if name in GATHER_ND:
+                GATHER_ND[name](data, idx, bad)
+            else:
+                call_gather(name, data, idx, bad)
+        check_names(e, name)
+        if name in ("Gather-7", "Gather-8"):
+            with pytest.raises(TypeError) as e:
+                GATHER[name](data, idx, 1, bad)
+            check_names(e, name)
+    for good in (np.int8(1), np.int64(1), np.uint16(1)):
+        if name in GATHER_ND:
+            assert_same(GATHER_ND[name](data, idx, good), data[[0, 1], [1, 0]])
+        else:
+            assert_same(call_gather(name, data, idx, good), np.take(data, idx, axis=1))
