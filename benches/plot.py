@@ -154,7 +154,11 @@ def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path:
     fig.text(
         0.01,
         0.002,
-        _wrap(f"{describe_machine(m)}. Commands: " + "; ".join(commands), 190),
+        _wrap(
+            f"{describe_machine(m)}; commit {m.get('git_commit') or '?'}. Commands: "
+            + "; ".join(commands),
+            190,
+        ),
         fontsize=7,
         va="bottom",
     )
