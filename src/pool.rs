@@ -123,14 +123,28 @@ pub fn take(len: usize) -> Option<Buffer> {
     Buffer::allocate(len)
 }
 
-/// Returns a buffer to the pool, or frees it if the pool is full.
+/// Returns a buffer to the pool, freeing the oldest pooled buffers if it
+/// would hold more than its limit.
 pub fn give_back(buffer: Buffer) {
-    let mut pool = lock();
-    if pool.bytes + buffer.capacity <= limit() {
+    let limit = limit();
+    if buffer.capacity > limit {
+        return;
+    }
+    // The most recently used buffer is the likeliest to be asked for again:
+    // make room for it by freeing the oldest ones.
+    let evicted = {
+        let mut pool = lock();
+        let mut evicted = Vec::new();
+        while pool.bytes + buffer.capacity > limit && !pool.free.is_empty() {
+            let old = pool.free.remove(0);
+            pool.bytes -= old.capacity;
+            evicted.push(old);
+        }
         pool.bytes += buffer.capacity;
         pool.free.push(buffer);
-    }
-    // Otherwise `buffer` drops here, after the lock: freeing is cheap.
+        evicted
+    };
+    drop(evicted); // freed outside the lock
 }
 
 /// Frees every pooled buffer.

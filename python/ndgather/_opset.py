@@ -9,6 +9,7 @@ raise or give zeros). No wrapper holds a loop.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Literal
 
 import numpy as np
@@ -79,7 +80,12 @@ def check_indices(op: str, indices: npt.ArrayLike, allowed: IndexTypes) -> Array
 
 def check_attribute(op: str, name: str, value: int, low: int, high: int) -> int:
     """`value` as an int in `[low, high]`, else a ValueError naming the rule."""
-    v = int(value)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{op}: attribute {name} must be an integer, got {type(value).__name__}"
+        ) from None
     if not low <= v <= high:
         raise ValueError(f"{op}: attribute {name} must be in [{low}, {high}], got {v}")
     return v

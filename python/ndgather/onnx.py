@@ -42,9 +42,8 @@ def _gather_nd(
 ) -> Array:
     d = _opset.check_data(op, data, bfloat16=bfloat16)
     i = _opset.check_indices(op, indices, index_types)
-    if int(batch_dims) < 0:
-        raise ValueError(f"{op}: attribute batch_dims must be >= 0, got {int(batch_dims)}")
-    return _opset.gather_nd(op, d, i, int(batch_dims))
+    b = _opset.check_attribute(op, "batch_dims", batch_dims, 0, max(min(d.ndim, i.ndim) - 1, 0))
+    return _opset.gather_nd(op, d, i, b)
 
 
 def gather_nd_11(data: npt.ArrayLike, indices: npt.ArrayLike) -> Array:
@@ -83,13 +82,15 @@ def gather_nd(
     data: npt.ArrayLike, indices: npt.ArrayLike, batch_dims: int = 0, *, opset: int = 13
 ) -> Array:
     """GatherND of the version an ``ai.onnx`` opset uses (11, 12 or 13)."""
+    opset = _opset.check_attribute("GatherND", "opset", opset, 1, 2**31 - 1)
+    batch_dims = _opset.check_attribute("GatherND", "batch_dims", batch_dims, -(2**63), 2**63)
     if opset >= 13:
         return gather_nd_13(data, indices, batch_dims)
     if opset == 12:
         return gather_nd_12(data, indices, batch_dims)
     if opset == 11:
-        if int(batch_dims) != 0:
-            raise ValueError(f"GatherND-11: has no attribute batch_dims, got {int(batch_dims)}")
+        if batch_dims != 0:
+            raise ValueError(f"GatherND-11: has no attribute batch_dims, got {batch_dims}")
         return gather_nd_11(data, indices)
     raise ValueError(f"GatherND: the operator exists from opset 11 on, got opset={opset}")
 
