@@ -47,18 +47,16 @@ const ZERO_FILL: isize = isize::MIN;
 #[inline(always)]
 pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize, wrap: bool) -> Option<usize> {
     let s = size as i64;
-    // No overflow: s >= 0, so v + s >= i64::MIN + 0 when v < 0.
-    let v = match v {
-        0.. => v,
-        _ if wrap => v + s,
-        _ if CLIP => 0,
-        _ => return None,
-    };
     if CLIP {
-        (s > 0).then(|| v.clamp(0, s - 1) as usize)
-    } else {
-        ((v as u64) < (s as u64)).then_some(v as usize)
+        // No overflow: s >= 0, so v + s >= i64::MIN + 0 when v < 0.
+        let v = if v < 0 && wrap { v + s } else { v };
+        return (s > 0).then(|| v.clamp(0, s - 1) as usize);
     }
+    // Branch-free, as the offsets loop wants: a negative `v` gains `s` when
+    // wrapping (v >> 63 is all ones exactly when v < 0), and one unsigned
+    // compare then rejects every value outside 0..s, negatives included.
+    let v = v + ((v >> 63) & s & -(wrap as i64));
+    ((v as u64) < (s as u64)).then_some(v as usize)
 }
 
 /// A row whose index addresses nothing (at the row's position in the
@@ -121,10 +119,11 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
         for (j, axis) in axes.as_ref().iter().enumerate() {
             // SAFETY: position j < k of the tuple exists in `indices`.
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
-            match resolve::<CLIP>(v, axis.size, plan.wrap_negative) {
-                Some(x) => off += x as isize * axis.data_stride,
-                None => ok = false,
-            }
+            // No branch per index: a bad one only clears `ok`, and the
+            // offset it spoils is never used.
+            let x = resolve::<CLIP>(v, axis.size, plan.wrap_negative);
+            ok &= x.is_some();
+            off = off.wrapping_add((x.unwrap_or(0) as isize).wrapping_mul(axis.data_stride));
         }
         *slot = if ok {
             off
@@ -210,7 +209,7 @@ const SMALL_ROW: usize = 64;
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, width)`.
 #[inline(always)]
-unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
+pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
     macro_rules! two {
         ($t:ty) => {{
             let n = std::mem::size_of::<$t>();
@@ -225,13 +224,42 @@ unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
         }};
     }
     match width {
-        32.. => two!([u8; 32]),
-        16.. => two!([u8; 16]),
+        // SAFETY: 32 <= width <= 64 (caller), so the two 32-byte halves
+        // overlap or meet and stay inside the `width` bytes.
+        32.. => unsafe {
+            copy_32(src, dst);
+            copy_32(src.add(width - 32), dst.add(width - 32));
+        },
+        16.. => two!(u128),
         8.. => two!(u64),
         4.. => two!(u32),
         2.. => two!(u16),
         1 => two!(u8),
         _ => {}
+    }
+}
+
+/// Copies 32 bytes with two vector moves (an array type would go through
+/// the stack).
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, 32)`.
+#[inline(always)]
+unsafe fn copy_32(src: *const u8, dst: *mut u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: 32 readable bytes at `src`, 32 writable at `dst` (caller);
+    // the unaligned load and store accept any address; SSE2 is baseline.
+    unsafe {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        let a = _mm_loadu_si128(src.cast::<__m128i>());
+        let b = _mm_loadu_si128(src.add(16).cast::<__m128i>());
+        _mm_storeu_si128(dst.cast::<__m128i>(), a);
+        _mm_storeu_si128(dst.add(16).cast::<__m128i>(), b);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, 32)
     }
 }
 
@@ -312,10 +340,6 @@ unsafe fn copy_strided(
     }
 }
 
-/// Rows shorter than this are copied with ordinary stores even into a huge
-/// output: a non-temporal store pays off on whole cache lines.
-const STREAM_MIN_ROW: usize = 64;
-
 /// Copies the slices of one block, dispatching on the slice layout.
 ///
 /// # Safety
@@ -328,7 +352,8 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {
-                SliceLayout::Contiguous { bytes } if plan.stream && bytes >= STREAM_MIN_ROW => {
+                // `plan.stream` is only set for contiguous slices of 256 B+.
+                SliceLayout::Contiguous { bytes } if plan.stream => {
                     // SAFETY: forwarded from the caller.
                     unsafe { copy_var::<true>(src, offsets, dst, bytes) }
                 }
@@ -486,6 +511,8 @@ mod tests {
         assert_eq!(resolve::<false>(3, 3, true), None);
         assert_eq!(resolve::<false>(i64::MIN, 3, true), None);
         assert_eq!(resolve::<false>(i64::MAX, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MIN, isize::MAX as usize, true), None);
+        assert_eq!(resolve::<false>(-(isize::MAX as i64), isize::MAX as usize, true), Some(0));
         assert_eq!(resolve::<false>(0, 0, true), None);
     }
 

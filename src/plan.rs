@@ -69,6 +69,19 @@ pub struct Plan<'a> {
 /// last-level cache; a smaller output may still be read from it soon).
 const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 
+/// Contiguous slices shorter than this are written with ordinary stores
+/// even into a huge output. Measured on the 2-core EPYC VM (interleaved,
+/// `benches/compare.py` cases): non-temporal stores made 64-byte rows
+/// 25-40% slower (rows_1m_u8, gather_batch), were even at 256 bytes and
+/// won from 512 bytes on (gather_axis0, tokens_b1, slices_128k).
+const STREAM_MIN_SLICE_BYTES: usize = 256;
+
+/// Whether a plan writes its output with non-temporal stores.
+fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
+    matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= STREAM_MIN_SLICE_BYTES)
+        && out_bytes >= STREAM_MIN_OUT_BYTES
+}
+
 /// Above this, `data` is unlikely to sit in a core's L2 cache.
 const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
 
@@ -360,18 +373,31 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         position_rank: p.position_rank,
         tuple: p.tuple,
         tuple_stride: p.tuple_stride,
+        stream: streams(&p.slice, p.out_bytes),
         slice: p.slice,
         slice_bytes,
         is_nd: p.is_nd,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
         wrap_negative: true,
-        stream: p.out_bytes >= STREAM_MIN_OUT_BYTES,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_long_contiguous_slices_of_huge_outputs_stream() {
+        let contiguous = |bytes| SliceLayout::Contiguous { bytes };
+        assert!(streams(&contiguous(256), STREAM_MIN_OUT_BYTES));
+        assert!(!streams(&contiguous(64), 1 << 30));
+        assert!(!streams(&contiguous(4096), STREAM_MIN_OUT_BYTES - 1));
+        let strided = SliceLayout::Strided {
+            run: 4096,
+            outer: smallvec::smallvec![(4, 8192)],
+        };
+        assert!(!streams(&strided, 1 << 30));
+    }
 
     fn view<'a>(
         bytes: &'a [u8],

@@ -13,7 +13,7 @@
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, len)`.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -22,7 +22,9 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
         // SAFETY: the caller's contract covers all `len` bytes; each step
         // below stays within them.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, dst, head);
+            if head != 0 {
+                crate::kernel::copy_small(src, dst, head);
+            }
             let (mut s, mut d, mut n) = (src.add(head), dst.add(head), len - head);
             while n >= 64 {
                 // `d` is 16-aligned here, as `_mm_stream_si128` requires.
@@ -44,7 +46,9 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
                 d = d.add(16);
                 n -= 16;
             }
-            std::ptr::copy_nonoverlapping(s, d, n);
+            if n != 0 {
+                crate::kernel::copy_small(s, d, n);
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
