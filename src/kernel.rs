@@ -203,64 +203,108 @@ unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
 /// a call to `memcpy`.
 const SMALL_ROW: usize = 64;
 
+/// 16 bytes that load and store as one vector move.
+#[cfg(target_arch = "x86_64")]
+type V16 = std::arch::x86_64::__m128i;
+#[cfg(not(target_arch = "x86_64"))]
+type V16 = u128;
+
+/// 32 bytes as two vector moves (`[u8; 32]` would go through the stack).
+type V32 = [V16; 2];
+
+/// Copies `width` bytes, `size_of::<M>() <= width <= 2 * size_of::<M>()`,
+/// as two possibly overlapping moves of `M`: no loop, no call.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`, and the bound above.
+#[inline(always)]
+unsafe fn two_moves<M: Copy>(src: *const u8, dst: *mut u8, width: usize) {
+    let n = std::mem::size_of::<M>();
+    // SAFETY: n <= width, so both moves stay inside the `width` bytes of
+    // `src` and `dst` (caller); unaligned reads and writes take any address.
+    unsafe {
+        let head = src.cast::<M>().read_unaligned();
+        let tail = src.add(width - n).cast::<M>().read_unaligned();
+        dst.cast::<M>().write_unaligned(head);
+        dst.add(width - n).cast::<M>().write_unaligned(tail);
+    }
+}
+
 /// Copies `width <= SMALL_ROW` bytes as two possibly overlapping moves of
-/// the largest power-of-two size that fits: no loop, no call.
+/// the largest power-of-two size that fits.
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, width)`.
 #[inline(always)]
 pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
-    macro_rules! two {
-        ($t:ty) => {{
-            let n = std::mem::size_of::<$t>();
-            // SAFETY: n <= width, so both moves stay inside the `width`
-            // bytes of `src` and `dst` (caller).
-            unsafe {
-                let head = src.cast::<$t>().read_unaligned();
-                let tail = src.add(width - n).cast::<$t>().read_unaligned();
-                dst.cast::<$t>().write_unaligned(head);
-                dst.add(width - n).cast::<$t>().write_unaligned(tail);
-            }
-        }};
-    }
-    match width {
-        // SAFETY: 32 <= width <= 64 (caller), so the two 32-byte halves
-        // overlap or meet and stay inside the `width` bytes.
-        32.. => unsafe {
-            copy_32(src, dst);
-            copy_32(src.add(width - 32), dst.add(width - 32));
-        },
-        16.. => two!(u128),
-        8.. => two!(u64),
-        4.. => two!(u32),
-        2.. => two!(u16),
-        1 => two!(u8),
-        _ => {}
+    // SAFETY: each arm's type is at most `width` and at least half of it.
+    unsafe {
+        match width {
+            32.. => two_moves::<V32>(src, dst, width),
+            16.. => two_moves::<V16>(src, dst, width),
+            8.. => two_moves::<u64>(src, dst, width),
+            4.. => two_moves::<u32>(src, dst, width),
+            2.. => two_moves::<u16>(src, dst, width),
+            1 => two_moves::<u8>(src, dst, width),
+            _ => {}
+        }
     }
 }
 
-/// Copies 32 bytes with two vector moves (an array type would go through
-/// the stack).
+/// As [`copy_fixed`] for a run-time `width <= SMALL_ROW` (a width with no
+/// fixed copy, say 60 bytes): the moves are chosen once per block rather
+/// than once per row.
 ///
 /// # Safety
-/// As for `ptr::copy_nonoverlapping(src, dst, 32)`.
-#[inline(always)]
-unsafe fn copy_32(src: *const u8, dst: *mut u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: 32 readable bytes at `src`, 32 writable at `dst` (caller);
-    // the unaligned load and store accept any address; SSE2 is baseline.
-    unsafe {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
-        let a = _mm_loadu_si128(src.cast::<__m128i>());
-        let b = _mm_loadu_si128(src.add(16).cast::<__m128i>());
-        _mm_storeu_si128(dst.cast::<__m128i>(), a);
-        _mm_storeu_si128(dst.add(16).cast::<__m128i>(), b);
+/// As for [`copy_fixed`] with `W = width`.
+unsafe fn copy_small_rows(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    width: usize,
+    prefetch_ahead: bool,
+) {
+    #[inline(always)]
+    unsafe fn rows<M: Copy, const PREFETCH: bool>(
+        src: *const u8,
+        offsets: &[isize],
+        dst: *mut u8,
+        width: usize,
+    ) {
+        for (i, &off) in offsets.iter().enumerate() {
+            if !PREFETCH {
+            } else if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
+                prefetch(src, ahead, width);
+            }
+            // SAFETY: row i of the block lies in `dst` (caller).
+            let d = unsafe { dst.add(i * width) };
+            if off == ZERO_FILL {
+                // SAFETY: as above.
+                unsafe { ptr::write_bytes(d, 0, width) };
+            } else {
+                // SAFETY: as in `copy_fixed`; `M` fits `width` (caller).
+                unsafe { two_moves::<M>(src.offset(off), d, width) };
+            }
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        ptr::copy_nonoverlapping(src, dst, 32)
+    macro_rules! by_width {
+        ($($m:ty => $lo:literal,)*) => {
+            match width {
+                $($lo.. => {
+                    // SAFETY: forwarded; $lo <= width < 2 * $lo (or 64).
+                    unsafe {
+                        if prefetch_ahead {
+                            rows::<$m, true>(src, offsets, dst, width)
+                        } else {
+                            rows::<$m, false>(src, offsets, dst, width)
+                        }
+                    }
+                })*
+                _ => {}
+            }
+        };
     }
+    by_width!(V32 => 32, V16 => 16, u64 => 8, u32 => 4, u16 => 2, u8 => 1,);
 }
 
 /// As [`copy_fixed`] with the width known only at run time.
@@ -285,9 +329,6 @@ unsafe fn copy_var<const STREAM: bool>(
         } else if STREAM {
             // SAFETY: as in `copy_fixed`.
             unsafe { stream::copy(src.offset(off), d, width) };
-        } else if width <= SMALL_ROW {
-            // SAFETY: as in `copy_fixed`.
-            unsafe { copy_small(src.offset(off), d, width) };
         } else {
             // SAFETY: as in `copy_fixed`.
             unsafe { ptr::copy_nonoverlapping(src.offset(off), d, width) };
@@ -367,6 +408,10 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
                         }
                     }
                 })*
+                SliceLayout::Contiguous { bytes } if bytes <= SMALL_ROW => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_small_rows(src, offsets, dst, bytes, plan.prefetch) }
+                }
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
                     unsafe { copy_var::<false>(src, offsets, dst, bytes) }
@@ -456,6 +501,7 @@ pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
             match plan.tuple.as_slice() {
                 [axis] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*axis], run),
                 [a, b] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*a, *b], run),
+                [a, b, c] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*a, *b, *c], run),
                 all => first_bad_in_run::<T, CLIP, _>(plan, &od, all, run),
             }
         };
@@ -467,6 +513,10 @@ pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
     }
     None
 }
+
+/// Index rows validated between two looks at the verdict: the check
+/// itself has no branch, so the loop runs at the speed of the loads.
+const CHECK_CHUNK: usize = 64;
 
 /// The first bad index in `run` index rows along the innermost axis from
 /// the odometer's position: `(row within the run, position in tuple)`.
@@ -480,21 +530,33 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
     axes: A,
     run: usize,
 ) -> Option<(usize, usize)> {
+    let axes = axes.as_ref();
     let step = plan.index_rows[plan.index_rows.len() - 1].index_stride;
     // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
-    let mut index_off = od.index_off;
-    for r in 0..run {
-        // SAFETY: an existing position of `indices`, inside its span.
-        let tuple = unsafe { index_base.offset(index_off) };
-        for (j, axis) in axes.as_ref().iter().enumerate() {
-            // SAFETY: position j < k of the tuple exists.
-            let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
-            if resolve::<CLIP>(v, axis.size, plan.wrap_negative).is_none() {
-                return Some((r, j));
+    let good = |r: usize, j: usize| {
+        // SAFETY: row r < run of this run and position j < k of its tuple
+        // exist in `indices`, inside its span.
+        let v = unsafe {
+            let tuple = index_base.offset(od.index_off + r as isize * step);
+            T::load(tuple.offset(j as isize * plan.tuple_stride))
+        };
+        resolve::<CLIP>(v, axes[j].size, plan.wrap_negative).is_some()
+    };
+    let mut start = 0;
+    while start < run {
+        let end = (start + CHECK_CHUNK).min(run);
+        let all_good = (start..end).fold(true, |ok, r| {
+            (0..axes.len()).fold(ok, |ok, j| ok & good(r, j))
+        });
+        if !all_good {
+            for r in start..end {
+                if let Some(j) = (0..axes.len()).find(|&j| !good(r, j)) {
+                    return Some((r, j));
+                }
             }
         }
-        index_off += step;
+        start = end;
     }
     None
 }
@@ -512,7 +574,10 @@ mod tests {
         assert_eq!(resolve::<false>(i64::MIN, 3, true), None);
         assert_eq!(resolve::<false>(i64::MAX, 3, true), None);
         assert_eq!(resolve::<false>(i64::MIN, isize::MAX as usize, true), None);
-        assert_eq!(resolve::<false>(-(isize::MAX as i64), isize::MAX as usize, true), Some(0));
+        assert_eq!(
+            resolve::<false>(-(isize::MAX as i64), isize::MAX as usize, true),
+            Some(0)
+        );
         assert_eq!(resolve::<false>(0, 0, true), None);
     }
 
@@ -540,6 +605,36 @@ mod tests {
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
             assert_eq!(&dst[1..1 + width], &src[..width]);
             assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+        }
+    }
+
+    #[test]
+    fn small_rows_of_every_width_with_zero_fill() {
+        let src: Vec<u8> = (1..=255).collect();
+        let offsets = [7isize, ZERO_FILL, 0, 130, 3];
+        for width in 1..=SMALL_ROW {
+            for prefetch_ahead in [false, true] {
+                let mut dst = vec![0xEEu8; offsets.len() * width + 1];
+                // SAFETY: every offset + width <= 194 < src.len(); dst holds
+                // offsets.len() rows of `width` bytes (and one spare).
+                unsafe {
+                    copy_small_rows(
+                        src.as_ptr(),
+                        &offsets,
+                        dst.as_mut_ptr(),
+                        width,
+                        prefetch_ahead,
+                    )
+                };
+                for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
+                    if off == ZERO_FILL {
+                        assert!(row.iter().all(|&b| b == 0));
+                    } else {
+                        assert_eq!(row, &src[off as usize..off as usize + width]);
+                    }
+                }
+                assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");
+            }
         }
     }
 
