@@ -163,7 +163,9 @@ unsafe fn new_array<'py>(
     shape: &[usize],
     data: *mut std::ffi::c_void,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let mut dims: Vec<npyffi::npy_intp> = shape.iter().map(|&n| n as npyffi::npy_intp).collect();
+    // On the stack for any common rank: no malloc and free per call.
+    let mut dims: smallvec::SmallVec<[npyffi::npy_intp; 8]> =
+        shape.iter().map(|&n| n as npyffi::npy_intp).collect();
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
     // `into_dtype_ptr` hands over; dims has `nd` entries; null strides ask
     // for C order; `data` as the caller guarantees.
