@@ -87,17 +87,23 @@ pub(crate) struct Dim {
 /// as one longer axis would. The C-order enumeration of positions is kept,
 /// so a flat row number means the same before and after. An iteration with
 /// an empty axis becomes a single axis of size 0.
-pub(crate) fn coalesce(dims: &[Dim]) -> Dims {
+pub(crate) fn coalesce(dims: impl IntoIterator<Item = Dim>) -> Dims {
+    // One pass over the axes as they are produced: planning a small call
+    // should cost little next to the Python call around it.
     let mut out = Dims::new();
-    if dims.iter().any(|d| d.size == 0) {
-        out.push(Dim {
-            size: 0,
-            data_stride: 0,
-            index_stride: 0,
-        });
-        return out;
-    }
-    for &d in dims.iter().filter(|d| d.size != 1) {
+    for d in dims {
+        if d.size == 0 {
+            out.clear();
+            out.push(Dim {
+                size: 0,
+                data_stride: 0,
+                index_stride: 0,
+            });
+            return out;
+        }
+        if d.size == 1 {
+            continue;
+        }
         if let Some(prev) = out.last_mut() {
             let n = d.size as isize;
             if prev.data_stride == d.data_stride * n && prev.index_stride == d.index_stride * n {
@@ -128,16 +134,11 @@ pub(crate) enum SliceLayout {
 impl SliceLayout {
     /// The layout of the trailing axes `shape`/`strides` of `data`.
     pub fn new(shape: &[usize], strides: &[isize], itemsize: usize) -> Self {
-        let dims: Dims = shape
-            .iter()
-            .zip(strides)
-            .map(|(&size, &data_stride)| Dim {
-                size,
-                data_stride,
-                index_stride: 0,
-            })
-            .collect();
-        let dims = coalesce(&dims);
+        let dims = coalesce(shape.iter().zip(strides).map(|(&size, &data_stride)| Dim {
+            size,
+            data_stride,
+            index_stride: 0,
+        }));
         let elems: usize = dims.iter().map(|d| d.size).product();
         match dims.as_slice() {
             [] => SliceLayout::Contiguous { bytes: itemsize },
@@ -191,21 +192,18 @@ mod tests {
             index_stride,
         };
         assert_eq!(
-            coalesce(&[d(2, 24, 0), d(3, 8, 0)]).as_slice(),
+            coalesce([d(2, 24, 0), d(3, 8, 0)]).as_slice(),
             &[d(6, 8, 0)]
         );
         assert_eq!(
-            coalesce(&[d(2, 8, 0), d(3, 16, 0)]).as_slice(),
+            coalesce([d(2, 8, 0), d(3, 16, 0)]).as_slice(),
             &[d(2, 8, 0), d(3, 16, 0)]
         );
         assert_eq!(
-            coalesce(&[d(1, 99, 99), d(4, 8, 8)]).as_slice(),
+            coalesce([d(1, 99, 99), d(4, 8, 8)]).as_slice(),
             &[d(4, 8, 8)]
         );
-        assert_eq!(
-            coalesce(&[d(2, 8, 8), d(0, 8, 8)]).as_slice(),
-            &[d(0, 0, 0)]
-        );
+        assert_eq!(coalesce([d(2, 8, 8), d(0, 8, 8)]).as_slice(), &[d(0, 0, 0)]);
     }
 
     #[test]

@@ -205,13 +205,11 @@ pub fn plan_gather_nd<'a>(
     let out_shape: Shape = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
 
-    let row_dims: Dims = (0..q - 1)
-        .map(|i| Dim {
-            size: is[i],
-            data_stride: if i < b { data.strides[i] } else { 0 },
-            index_stride: indices.strides[i],
-        })
-        .collect();
+    let rows = coalesce((0..q - 1).map(|i| Dim {
+        size: is[i],
+        data_stride: if i < b { data.strides[i] } else { 0 },
+        index_stride: indices.strides[i],
+    }));
     let tuple = (b..b + k)
         .map(|axis| TupleAxis {
             axis,
@@ -219,7 +217,6 @@ pub fn plan_gather_nd<'a>(
             data_stride: data.strides[axis],
         })
         .collect();
-    let rows = coalesce(&row_dims);
     Ok(finish(PlanParts {
         data,
         indices,
@@ -302,16 +299,14 @@ pub fn plan_gather<'a>(
             index_stride: indices.strides[i],
         })
     };
-    let row_dims: Dims = batch.clone().chain(outer).chain(inner()).collect();
-    let index_dims: Dims = batch.chain(inner()).collect();
     Ok(finish(PlanParts {
         data,
         indices,
         index_type,
         out_shape,
         out_bytes,
-        rows: coalesce(&row_dims),
-        index_rows: coalesce(&index_dims),
+        rows: coalesce(batch.clone().chain(outer).chain(inner())),
+        index_rows: coalesce(batch.chain(inner())),
         position_rank: is.len(),
         tuple: smallvec::smallvec![TupleAxis {
             axis: a,
@@ -341,6 +336,7 @@ struct PlanParts<'a> {
 
 /// Walks always have at least one axis, so the kernels can run along the
 /// innermost one; a single row is an axis of size 1.
+#[inline(always)]
 fn at_least_one_axis(mut dims: Dims) -> Dims {
     if dims.is_empty() {
         dims.push(Dim {
@@ -352,6 +348,9 @@ fn at_least_one_axis(mut dims: Dims) -> Dims {
     dims
 }
 
+// Inlined into both planners: a plan is several hundred bytes, and a call
+// that is all overhead should not pay for moving it around.
+#[inline(always)]
 fn finish(p: PlanParts<'_>) -> Plan<'_> {
     let rows = at_least_one_axis(p.rows);
     let index_rows = at_least_one_axis(p.index_rows);
