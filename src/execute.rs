@@ -10,7 +10,7 @@ use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
 use crate::kernel::{first_bad, gather_rows, BadRow, Mode};
 use crate::plan::Plan;
-use crate::threads::in_pool;
+use crate::threads::{for_each_task, in_pool};
 use crate::walk::{unravel, Odometer};
 
 /// What the output buffer is to the caller if an index turns out bad.
@@ -24,13 +24,40 @@ pub enum Output {
     Scratch,
 }
 
-/// Work below this many bytes (output plus indices read) runs on the
-/// calling thread: waking the pool costs 15-30 us on a VM, more than a
-/// second core saves below about 1 MiB (measured on random 256-byte rows).
+/// Validation reading fewer index bytes than this runs on the calling
+/// thread: handing it to the pool and waiting costs 15-30 us on a VM.
 const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
-/// Smallest piece of output one task copies.
-const TASK_MIN_BYTES: usize = 128 * 1024;
+/// A copy whose cost (see [`Plan::copy_cost`]) is below this runs on the
+/// calling thread. The caller never waits for a worker to wake
+/// ([`for_each_task`]), so a split only has to pay for a wake-up call and
+/// a few atomics: worth it from about 20 us of work.
+const PARALLEL_MIN_COST: usize = 256 * 1024;
+
+/// Smallest piece of work one task does (same unit): enough that claiming
+/// it is noise, small enough that a late worker still finds some left.
+const TASK_MIN_COST: usize = 32 * 1024;
+
+/// What reading one row from a `data` far larger than the caches costs, in
+/// bytes of sequential copying: a cache and TLB miss on a random address
+/// (about 10 ns with a dozen in flight) is worth about 200 bytes of memcpy.
+const RANDOM_ROW_COST: usize = 192;
+
+/// The output's base address, shared by the tasks that fill its disjoint
+/// parts.
+struct SharedOut(*mut u8);
+
+// SAFETY: tasks only ever write disjoint ranges through the pointer (see
+// `Plan::copy`), as `par_chunks_mut` would hand them out.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// The address `offset` bytes in (a method, so that closures capture the
+    /// whole `Sync` wrapper rather than its raw pointer field).
+    fn at(&self, offset: usize) -> *mut u8 {
+        self.0.wrapping_add(offset)
+    }
+}
 
 impl Plan<'_> {
     /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
@@ -73,32 +100,49 @@ impl Plan<'_> {
         }
     }
 
+    /// The time a copy takes, in bytes of sequential copying: the output
+    /// written, the indices read and, when `data` is beyond the caches, a
+    /// miss per row.
+    fn copy_cost(&self) -> usize {
+        let misses = if self.prefetch { self.n_rows } else { 0 };
+        self.work_bytes()
+            .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
+    }
+
     fn copy(&self, mode: Mode, out: &mut [u8], threads: usize) -> std::result::Result<(), BadRow> {
         let sb = self.slice_bytes;
-        let work = self.work_bytes();
-        let serial = |out: &mut [u8]| self.copy_rows(mode, 0, out);
-        if threads <= 1 || work < PARALLEL_MIN_BYTES || self.n_rows < 2 {
-            return serial(out);
+        let cost = self.copy_cost();
+        if threads <= 1 || cost < PARALLEL_MIN_COST || self.n_rows < 2 {
+            return self.copy_rows(mode, 0, out);
         }
-        let tasks = threads * 4;
-        let rows_per_task = self.n_rows.div_ceil(tasks).max(TASK_MIN_BYTES.div_ceil(sb));
+        // Eight tasks a thread, so that a worker that wakes late still finds
+        // a share, and no task smaller than TASK_MIN_COST.
+        let row_cost = (cost / self.n_rows).max(1);
+        let rows_per_task = self
+            .n_rows
+            .div_ceil(threads * 8)
+            .max(TASK_MIN_COST.div_ceil(row_cost));
+        let tasks = self.n_rows.div_ceil(rows_per_task);
         let failed = AtomicBool::new(false);
-        let parallel = || {
-            out.par_chunks_mut(rows_per_task * sb)
-                .enumerate()
-                .try_for_each(|(t, chunk)| {
-                    if failed.load(Ordering::Relaxed) {
-                        return Err(BadRow);
-                    }
-                    self.copy_rows(mode, t * rows_per_task, chunk)
-                        .inspect_err(|_| {
-                            failed.store(true, Ordering::Relaxed);
-                        })
-                })
-        };
-        match in_pool(threads, parallel) {
-            Some(result) => result,
-            None => serial(out),
+        let base = SharedOut(out.as_mut_ptr());
+        for_each_task(threads, tasks, &|t| {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let start = t * rows_per_task;
+            let rows = rows_per_task.min(self.n_rows - start);
+            // SAFETY: task t owns rows start..start + rows of `out`, which
+            // no other task touches (for_each_task runs each t once), and
+            // which lie inside `out` (start + rows <= n_rows).
+            let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start * sb), rows * sb) };
+            if self.copy_rows(mode, start, chunk).is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
+        });
+        if failed.load(Ordering::Relaxed) {
+            Err(BadRow)
+        } else {
+            Ok(())
         }
     }
 

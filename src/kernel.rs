@@ -138,10 +138,21 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
     Ok(())
 }
 
-/// How many rows ahead the copy asks for source bytes: random rows of a
-/// large array are memory-latency bound, and a dozen requests in flight
-/// hide most of it.
-const PREFETCH_AHEAD: usize = 12;
+/// How many cache lines the copy keeps requested ahead of the row it
+/// copies: random rows of a large array are memory-latency bound, and the
+/// more lines in flight, the more of the latency is hidden, up to what the
+/// core can track. Measured on the 2-core EPYC VM (in-process A/B, 24 to 96
+/// lines): 32 was best or even everywhere; 2M point lookups took 10-20%
+/// less time than with the 12 lines of the former fixed 12 rows ahead.
+const PREFETCH_LINES: usize = 32;
+
+/// How many rows ahead to prefetch for slices of `width` bytes, so that
+/// about [`PREFETCH_LINES`] lines are in flight (a slice that does not start
+/// on a line touches one more line than its width needs).
+#[inline(always)]
+fn prefetch_rows(width: usize) -> usize {
+    (PREFETCH_LINES / (width.min(PREFETCH_MAX) / 64 + 1)).max(2)
+}
 
 /// At most this many bytes of a slice are prefetched (larger slices are
 /// streamed well by the hardware prefetcher once started).
@@ -187,10 +198,11 @@ unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
     offsets: &[isize],
     dst: *mut u8,
 ) {
+    let ahead = prefetch_rows(W);
     for (i, &off) in offsets.iter().enumerate() {
         if !PREFETCH {
-        } else if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
-            prefetch(src, ahead, W);
+        } else if let Some(&next) = offsets.get(i + ahead) {
+            prefetch(src, next, W);
         }
         // SAFETY: row i of the block lies in `dst` (caller).
         let d = unsafe { dst.add(i * W) };
@@ -277,10 +289,11 @@ unsafe fn copy_small_rows(
         dst: *mut u8,
         width: usize,
     ) {
+        let ahead = prefetch_rows(width);
         for (i, &off) in offsets.iter().enumerate() {
             if !PREFETCH {
-            } else if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
-                prefetch(src, ahead, width);
+            } else if let Some(&next) = offsets.get(i + ahead) {
+                prefetch(src, next, width);
             }
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { dst.add(i * width) };
@@ -323,9 +336,10 @@ unsafe fn copy_var<const STREAM: bool>(
     dst: *mut u8,
     width: usize,
 ) {
+    let ahead = prefetch_rows(width);
     for (i, &off) in offsets.iter().enumerate() {
-        if let Some(&ahead) = offsets.get(i + PREFETCH_AHEAD) {
-            prefetch(src, ahead, width);
+        if let Some(&next) = offsets.get(i + ahead) {
+            prefetch(src, next, width);
         }
         // SAFETY: row i of the block lies in `dst` (caller).
         let d = unsafe { dst.add(i * width) };
