@@ -3,14 +3,13 @@
 //! the work over threads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use rayon::prelude::*;
+use std::sync::Mutex;
 
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
 use crate::kernel::{first_bad, gather_rows, BadRow, Mode};
 use crate::plan::Plan;
-use crate::threads::{for_each_task, in_pool};
+use crate::threads::for_each_task;
 use crate::walk::{unravel, Odometer};
 
 /// What the output buffer is to the caller if an index turns out bad.
@@ -24,12 +23,8 @@ pub enum Output {
     Scratch,
 }
 
-/// Validation reading fewer index bytes than this runs on the calling
-/// thread: handing it to the pool and waiting costs 15-30 us on a VM.
-const PARALLEL_MIN_BYTES: usize = 1 << 20;
-
-/// A copy whose cost (see [`Plan::copy_cost`]) is below this runs on the
-/// calling thread. The caller never waits for a worker to wake
+/// A copy whose cost (see [`Plan::copy_cost`]), or a validation reading
+/// fewer index bytes, runs on the calling thread. The caller never waits for a worker to wake
 /// ([`for_each_task`]), so a split only has to pay for a wake-up call and
 /// a few atomics: worth it from about 20 us of work.
 const PARALLEL_MIN_COST: usize = 256 * 1024;
@@ -176,17 +171,29 @@ impl Plan<'_> {
             })
         };
         let reads = n * self.tuple.len() * self.index_type.itemsize();
-        let bad = if threads <= 1 || reads < PARALLEL_MIN_BYTES {
+        let bad = if threads <= 1 || reads < PARALLEL_MIN_COST {
             scan(0..n)
         } else {
-            let per_task = n.div_ceil(threads * 4);
-            let tasks = n.div_ceil(per_task);
-            let parallel = || {
-                (0..tasks)
-                    .into_par_iter()
-                    .find_map_first(|t| scan(t * per_task..((t + 1) * per_task).min(n)))
-            };
-            in_pool(threads, parallel).unwrap_or_else(|| scan(0..n))
+            // Tasks finish in any order: keep the bad index of the lowest
+            // row found, and skip the tasks that start after it.
+            let per_task = n
+                .div_ceil(threads * 8)
+                .max(TASK_MIN_COST.div_ceil(reads / n));
+            let first: Mutex<Option<(usize, usize)>> = Mutex::new(None);
+            let lock = || first.lock().unwrap_or_else(|e| e.into_inner());
+            for_each_task(threads, n.div_ceil(per_task), &|t| {
+                let start = t * per_task;
+                if lock().is_some_and(|(row, _)| row < start) {
+                    return;
+                }
+                if let Some(found) = scan(start..(start + per_task).min(n)) {
+                    let mut first = lock();
+                    if first.is_none_or(|(row, _)| found.0 < row) {
+                        *first = Some(found);
+                    }
+                }
+            });
+            first.into_inner().unwrap_or_else(|e| e.into_inner())
         };
         match bad {
             None => Ok(()),

@@ -59,13 +59,6 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     }
 }
 
-/// Runs `f` inside a pool of `threads` workers, so that rayon's parallel
-/// iterators in `f` use it. `None` if no pool could be started (the caller
-/// then works serially).
-pub(crate) fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Option<R> {
-    Some(pool(threads)?.install(f))
-}
-
 /// Runs `task(0) .. task(n - 1)`, each exactly once, on the calling thread
 /// and up to `threads - 1` pool workers.
 ///
@@ -229,6 +222,7 @@ mod tests {
 
     #[test]
     fn pool_runs_work() {
-        assert_eq!(in_pool(2, rayon::current_num_threads), Some(2));
+        let pool = pool(3).expect("a pool");
+        assert_eq!(pool.install(rayon::current_num_threads), 3);
     }
 }
