@@ -9,8 +9,9 @@ STUBTEST_ALLOWLIST = $(wildcard .ci/stubtest-allowlist.txt)
 BENCH_JSON = bench-results/compare_numpy.json
 PEERS_JSON = bench-results/compare.json
 PEERS_1T_JSON = bench-results/compare-1t.json
+ACCESS_JSON = bench-results/access.json
 
-.PHONY: dev test lint bench bench-readme bench-peers
+.PHONY: dev test lint bench bench-readme bench-peers bench-access
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -45,3 +46,8 @@ bench-peers:
 	$(PYTHON) benches/compare.py --threads 1 --json $(PEERS_1T_JSON)
 	$(PYTHON) benches/plot.py $(PEERS_JSON) --one-thread $(PEERS_1T_JSON) \
 		--png docs/benchmark.png --readme README.md
+
+## bench-access: the large row gathers with random, run-wise and sequential indices beside the
+## copy limits (how much of the time is where the reads land); the table goes into README.md
+bench-access:
+	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --readme README.md

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""How much of a large gather's time is the order of its indices: the same gather, same
+shapes and bytes, with random, run-wise and sequential indices, beside the copy limits.
+
+For each large row-gather case of ``cases.py`` (the cases whose ``out=`` target is "at most
+1.25x a two-thread copy of the output's bytes"), ndgather writes into a warm ``out=`` array
+with three sets of indices of the same shape:
+
+* ``random``: the case's own, uniform over the addressed axis (what compare.py times);
+* ``runs of 64``: random starts, each followed by the next 63 rows (64 consecutive rows);
+* ``sequential``: ``0, 1, 2, ...`` (wrapping around the axis).
+
+Every pattern moves the same bytes through the same code (offsets, copy loop, prefetch,
+non-temporal stores); only where the reads land differs. If ``sequential`` runs at the copy
+limits and ``random`` does not, the gap is what the machine charges for reading rows at
+random addresses, not work the kernel could skip.
+
+    python benches/access_pattern.py                     # every row case, 11 rounds
+    python benches/access_pattern.py --quick             # tiny sizes (CI: runs and agrees)
+    python benches/access_pattern.py --json bench-results/access.json --readme README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ndgather
+import numpy as np
+import peers
+from candidates import NotApplicable
+from cases import Case, Inputs, select
+from report import (
+    _markdown_table,
+    _text_table,
+    describe_machine,
+    fmt_ratio,
+    fmt_seconds,
+    machine_info,
+    update_readme,
+)
+from timing import Call, run_interleaved
+
+CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
+RUN = 64
+README_BEGIN = "<!-- access table -->"
+README_END = "<!-- /access table -->"
+
+
+def patterns(inputs: Inputs, seed: int = 1) -> dict[str, np.ndarray]:
+    """The case's random indices, and runs and a sequence of the same shape and dtype."""
+    idx = inputs.indices
+    size = inputs.case.index_bounds[0]
+    n = idx.size
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, max(size - RUN, 0) + 1, size=-(-n // RUN))
+    runs = (starts[:, None] + np.arange(RUN)).ravel()[:n] % size
+    sequential = np.arange(n) % size
+    return {
+        "random": idx,
+        f"runs of {RUN}": runs.astype(idx.dtype).reshape(idx.shape),
+        "sequential": sequential.astype(idx.dtype).reshape(idx.shape),
+    }
+
+
+def gather_call(case: Case, data: np.ndarray, indices: np.ndarray, out: np.ndarray) -> Call:
+    if case.op == "gather_nd":
+        return Call(ndgather.gather_nd, (data, indices), {"out": out})
+    return Call(ndgather.gather, (data, indices, case.axis), {"out": out})
+
+
+def reference(case: Case, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """NumPy's own result, to check every pattern's output."""
+    if case.op == "gather_nd":
+        return np.take(data, indices[..., 0], axis=0)
+    return np.take(data, indices, axis=case.axis)
+
+
+def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
+    inputs = case.build()
+    calls: dict[str, Call] = {}
+    for name, idx in patterns(inputs).items():
+        out = np.empty(case.output_shape, dtype=inputs.data.dtype)
+        call = gather_call(case, inputs.data, idx, out)
+        call()
+        if not np.array_equal(out, reference(case, inputs.data, idx)):
+            raise SystemExit(f"{case.name}: ndgather disagrees with NumPy on {name} indices")
+        calls[name] = call
+    calls["copy"] = peers.copy_warm(inputs)
+    try:
+        calls["copy 2 threads"] = peers.copy_two_threads(inputs)
+    except NotApplicable:
+        pass
+    for call in calls.values():
+        call()
+    timings = run_interleaved(calls, rounds, min_sample_s)
+    return {
+        "name": case.name,
+        "description": case.description,
+        "output_bytes": case.output_bytes,
+        "medians": {name: t.median for name, t in timings.items()},
+    }
+
+
+def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    names = list(records[0]["medians"]) if records else []
+    gathers = [n for n in names if not n.startswith("copy")]
+    header = ["case", *(f"out=, {n}" for n in gathers), "copy", "copy 2 threads"]
+    header += [f"{n} / copy 2 threads" for n in gathers]
+    table = []
+    for r in records:
+        m = r["medians"]
+        limit = m.get("copy 2 threads")
+        line = [r["name"], *(fmt_seconds(m[n]) for n in gathers), fmt_seconds(m["copy"])]
+        line.append(fmt_seconds(limit) if limit else "-")
+        line += [fmt_ratio(m[n] / limit) if limit else "-" for n in gathers]
+        table.append(line)
+    return header, table
+
+
+def markdown(results: dict[str, Any]) -> str:
+    header, table = rows(results["cases"])
+    return "\n\n".join(
+        [
+            f"Median per call over {results['rounds']} interleaved rounds; "
+            f"command: `{results['command']}`; {describe_machine(results['machine'])}.",
+            _markdown_table(header, table),
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 3 rounds")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    parser.add_argument("--readme", type=Path, help="put the table between the README markers")
+    args = parser.parse_args(argv)
+    cases = select(args.cases.split(","))
+    if args.quick:
+        cases = [c.shrunk() for c in cases]
+    rounds = args.rounds or (3 if args.quick else 11)
+    min_sample_s = 0.001 if args.quick else 0.02
+    machine = machine_info({"ndgather": ndgather.__version__, "numpy": np.__version__})
+    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
+    records = []
+    for case in cases:
+        records.append(run(case, rounds, min_sample_s))
+        peers.release()
+        print(f"  {case.name} done", flush=True)
+    command = " ".join(["python", "benches/access_pattern.py", *sys.argv[1:]])
+    results = {"command": command, "rounds": rounds, "machine": machine, "cases": records}
+    print(_text_table(*rows(records)))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.readme:
+        update_readme(args.readme, markdown(results), README_BEGIN, README_END)
+        print(f"updated {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
