@@ -347,39 +347,46 @@ fn gather_matches_reference_on_random_inputs() {
 
 #[test]
 fn first_bad_index_is_reported_whatever_the_threads() {
-    let rows = 200_000usize;
-    let data: Vec<u8> = (0..100u16).flat_map(|v| v.to_ne_bytes()).collect();
-    let mut idx = vec![1i64; rows];
-    for bad in [150_000, 70_001, 199_999] {
-        idx[bad] = 100 + bad as i64;
-    }
-    let ib: Vec<u8> = idx.iter().flat_map(|v| v.to_ne_bytes()).collect();
-    let d = ArrayView {
-        bytes: &data,
-        offset: 0,
-        shape: &[100],
-        strides: &[2],
-        itemsize: 2,
-    };
-    let i = ArrayView {
-        bytes: &ib,
-        offset: 0,
-        shape: &[rows],
-        strides: &[8],
-        itemsize: 8,
-    };
-    for threads in [1, 2, 4] {
-        for output in [Output::Kept, Output::Scratch] {
-            let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
-            let mut out = vec![0u8; plan.out_bytes()];
-            match plan.execute(Mode::Raise, &mut out, output, threads) {
-                Err(GatherError::IndexOutOfRange(e)) => {
-                    assert_eq!(
-                        (e.value, e.position.as_slice()),
-                        (70_101, &[70_001usize][..])
-                    );
+    // 2,000 rows take the out= path that computes all offsets first;
+    // 200,000 rows the one that validates in a pass of its own.
+    for rows in [2_000usize, 200_000] {
+        let first = rows * 7 / 20 + 1;
+        let data: Vec<u8> = (0..100u16).flat_map(|v| v.to_ne_bytes()).collect();
+        let mut idx = vec![1i64; rows];
+        for bad in [rows * 3 / 4, first, rows - 1] {
+            idx[bad] = 100 + bad as i64;
+        }
+        let ib: Vec<u8> = idx.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let d = ArrayView {
+            bytes: &data,
+            offset: 0,
+            shape: &[100],
+            strides: &[2],
+            itemsize: 2,
+        };
+        let i = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &[rows],
+            strides: &[8],
+            itemsize: 8,
+        };
+        for threads in [1, 2, 4] {
+            for output in [Output::Kept, Output::Scratch] {
+                let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+                let mut out = vec![0u8; plan.out_bytes()];
+                match plan.execute(Mode::Raise, &mut out, output, threads) {
+                    Err(GatherError::IndexOutOfRange(e)) => {
+                        assert_eq!(
+                            (e.value, e.position.as_slice()),
+                            (100 + first as i128, &[first][..])
+                        );
+                    }
+                    other => panic!("{other:?}"),
                 }
-                other => panic!("{other:?}"),
+                if output == Output::Kept {
+                    assert!(out.iter().all(|&b| b == 0), "out= written before the error");
+                }
             }
         }
     }

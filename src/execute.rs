@@ -5,9 +5,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
-use crate::kernel::{first_bad, gather_rows, BadRow, Mode};
+use crate::kernel::{copy_rows_at, first_bad, gather_rows, row_offsets, BadRow, Mode};
 use crate::plan::Plan;
 use crate::threads::for_each_task;
 use crate::walk::{unravel, Odometer};
@@ -32,6 +34,12 @@ const PARALLEL_MIN_COST: usize = 256 * 1024;
 /// Smallest piece of work one task does (same unit): enough that claiming
 /// it is noise, small enough that a late worker still finds some left.
 const TASK_MIN_COST: usize = 32 * 1024;
+
+/// An `out=` call with at most this many rows computes every row's source
+/// offset first (validating its indices), then copies from them; a larger
+/// one validates all indices in a pass of their own and computes the offsets
+/// again as it copies (the offsets of a huge call would not stay in cache).
+const KEPT_OFFSETS_MAX_ROWS: usize = 16 * 1024;
 
 /// What reading one row from a `data` far larger than the caches costs, in
 /// bytes of sequential copying: a cache and TLB miss on a random address
@@ -77,6 +85,17 @@ impl Plan<'_> {
                 Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
                 Mode::Zero => false,
             };
+        let small = self.n_rows <= KEPT_OFFSETS_MAX_ROWS && self.out_bytes > 0;
+        if can_fail && output == Output::Kept && small {
+            // Every output row's offset, computed once: this validates every
+            // index (each one is used by some row when there is output) and
+            // spares the copy computing them again.
+            let mut offsets: SmallVec<[isize; 32]> = smallvec![0; self.n_rows];
+            let copied = self
+                .row_offsets(mode, &mut offsets)
+                .and_then(|()| self.copy(mode, out, Some(&offsets), threads));
+            return copied.or_else(|BadRow| self.report_bad(mode, threads));
+        }
         // Every index is visited by the copy only when there is output.
         if can_fail && (output == Output::Kept || self.out_bytes == 0) {
             self.check_all(mode, threads)?;
@@ -84,15 +103,28 @@ impl Plan<'_> {
         if self.out_bytes == 0 {
             return Ok(());
         }
-        match self.copy(mode, out, threads) {
-            Ok(()) => Ok(()),
-            // The copy met a bad index. Report the first one in C order; if
-            // there is none now, `indices` changed under us.
-            Err(BadRow) => {
-                self.check_all(mode, threads)?;
-                Err(GatherError::IndicesModified)
+        self.copy(mode, out, None, threads)
+            .or_else(|BadRow| self.report_bad(mode, threads))
+    }
+
+    /// The error for an index the copy found bad: the first bad one in C
+    /// order; if there is none now, `indices` changed under us.
+    fn report_bad(&self, mode: Mode, threads: usize) -> Result<()> {
+        self.check_all(mode, threads)?;
+        Err(GatherError::IndicesModified)
+    }
+
+    /// Source offsets of every output row (see `kernel::row_offsets`).
+    fn row_offsets(&self, mode: Mode, offsets: &mut [isize]) -> std::result::Result<(), BadRow> {
+        // SAFETY: the plan's views were checked when it was made; `offsets`
+        // has one slot per output row.
+        with_index_type!(self.index_type, T => unsafe {
+            match mode {
+                Mode::Raise => row_offsets::<T, false, false>(self, 0, offsets),
+                Mode::Zero => row_offsets::<T, false, true>(self, 0, offsets),
+                Mode::Clip => row_offsets::<T, true, false>(self, 0, offsets),
             }
-        }
+        })
     }
 
     /// The time a copy takes, in bytes of sequential copying: the output
@@ -104,11 +136,28 @@ impl Plan<'_> {
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
     }
 
-    fn copy(&self, mode: Mode, out: &mut [u8], threads: usize) -> std::result::Result<(), BadRow> {
+    /// Copies every row into `out`, from their `offsets` if already
+    /// computed (then nothing can fail).
+    fn copy(
+        &self,
+        mode: Mode,
+        out: &mut [u8],
+        offsets: Option<&[isize]>,
+        threads: usize,
+    ) -> std::result::Result<(), BadRow> {
         let sb = self.slice_bytes;
         let cost = self.copy_cost();
+        let copy_from = |start: usize, chunk: &mut [u8]| match offsets {
+            // SAFETY: the offsets were made by `row_offsets` on this plan,
+            // one per row; `chunk` holds the rows from `start` on.
+            Some(all) => unsafe {
+                copy_rows_at(self, &all[start..start + chunk.len() / sb], chunk);
+                Ok(())
+            },
+            None => self.copy_rows(mode, start, chunk),
+        };
         if threads <= 1 || cost < PARALLEL_MIN_COST || self.n_rows < 2 {
-            return self.copy_rows(mode, 0, out);
+            return copy_from(0, out);
         }
         // Eight tasks a thread, so that a worker that wakes late still finds
         // a share, and no task smaller than TASK_MIN_COST.
@@ -130,7 +179,7 @@ impl Plan<'_> {
             // no other task touches (for_each_task runs each t once), and
             // which lie inside `out` (start + rows <= n_rows).
             let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start * sb), rows * sb) };
-            if self.copy_rows(mode, start, chunk).is_err() {
+            if copy_from(start, chunk).is_err() {
                 failed.store(true, Ordering::Relaxed);
             }
         });

@@ -470,6 +470,39 @@ pub(crate) unsafe fn gather_rows<T: IndexElem, const CLIP: bool, const ZERO: boo
 /// Rows of a call small enough for a small offsets buffer.
 const SMALL_BLOCK: usize = 16;
 
+/// Computes the source offsets of output rows `start..start + offsets.len()`,
+/// checking their indices as [`gather_rows`] does, without copying.
+///
+/// # Safety
+/// `plan` checked; `start + offsets.len() <= plan.n_rows`.
+pub(crate) unsafe fn row_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+    plan: &Plan<'_>,
+    start: usize,
+    offsets: &mut [isize],
+) -> Result<(), BadRow> {
+    let mut od = Odometer::new(&plan.rows, start);
+    // SAFETY: forwarded from the caller.
+    unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, offsets) }
+}
+
+/// Copies the slices at `offsets`, made by [`row_offsets`] on the same plan,
+/// into `out`: the second half of [`gather_rows`].
+///
+/// # Safety
+/// `offsets` from `row_offsets(plan, ..)`; `out.len() == offsets.len() *
+/// plan.slice_bytes`; `out` does not overlap `data`.
+pub(crate) unsafe fn copy_rows_at(plan: &Plan<'_>, offsets: &[isize], out: &mut [u8]) {
+    let block_bytes = BLOCK * plan.slice_bytes;
+    for (i, block) in offsets.chunks(BLOCK).enumerate() {
+        // SAFETY: block i's rows occupy out[i * block_bytes ..] (caller).
+        unsafe { copy_block(plan, block, out.as_mut_ptr().add(i * block_bytes)) };
+    }
+    if plan.stream {
+        // As in `gather_rows_in`.
+        stream::fence();
+    }
+}
+
 /// [`gather_rows`] with blocks of `B` rows.
 ///
 /// # Safety
