@@ -126,8 +126,9 @@ def markdown(results: dict[str, Any]) -> str:
     header, table = rows(results["cases"])
     return "\n\n".join(
         [
-            f"Median per call over {results['rounds']} interleaved rounds; "
-            f"command: `{results['command']}`; {describe_machine(results['machine'])}.",
+            f"Median per call over {results['rounds']} interleaved rounds; commit "
+            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
+            f"{describe_machine(results['machine'])}.",
             _markdown_table(header, table),
         ]
     )
