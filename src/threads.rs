@@ -12,8 +12,10 @@ use crate::error::{GatherError, Result};
 /// Requested thread count; 0 means "not set": use every CPU.
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
-/// The pool, built on first parallel use, rebuilt when the size changes.
-static POOL: Mutex<Option<Arc<ThreadPool>>> = Mutex::new(None);
+/// The pool and the process it was built in: built on first parallel use,
+/// rebuilt when the size changes or in a child process after `fork` (which
+/// copies the pool but not its threads).
+static POOL: Mutex<Option<(u32, Arc<ThreadPool>)>> = Mutex::new(None);
 
 /// Sets the number of worker threads (`n >= 1`).
 pub fn set_num_threads(n: i64) -> Result<()> {
@@ -44,19 +46,25 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     // A poisoned lock only means another call panicked while swapping the
     // pool; the Option inside is still whole.
     let mut slot = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    match slot.as_ref() {
-        Some(p) if p.current_num_threads() == threads => Some(Arc::clone(p)),
-        _ => {
-            let p = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(|i| format!("ndgather-{i}"))
-                .build()
-                .ok()?;
-            let p = Arc::new(p);
-            *slot = Some(Arc::clone(&p));
-            Some(p)
+    let pid = std::process::id();
+    match slot.take() {
+        Some((owner, p)) if owner == pid && p.current_num_threads() == threads => {
+            *slot = Some((owner, Arc::clone(&p)));
+            return Some(p);
         }
+        // Dropping the parent's pool in a forked child would signal threads
+        // that are not there; it is small, so it is left alone.
+        Some((owner, p)) if owner != pid => std::mem::forget(p),
+        _ => {}
     }
+    let p = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("ndgather-{i}"))
+        .build()
+        .ok()?;
+    let p = Arc::new(p);
+    *slot = Some((pid, Arc::clone(&p)));
+    Some(p)
 }
 
 /// Runs `task(0) .. task(n - 1)`, each exactly once, on the calling thread

@@ -319,3 +319,39 @@ def test_indices_mutated_during_gather_never_crash() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_large_gathers_work_in_a_forked_child() -> None:
+    """A child forked after the parent used its worker threads has none of them: large
+    gathers there (parallel ones, with and without out=, and one that raises) must still
+    finish, with the same results. Run in a child process with a timeout, so that a hang
+    fails this test only."""
+    code = textwrap.dedent(
+        """
+        import os, numpy as np, ndgather
+        ndgather.set_num_threads(2)
+        rng = np.random.default_rng(0)
+        data = rng.random((100_000, 10), dtype=np.float32)
+        idx = rng.integers(0, 100_000, size=(200_000, 1))
+        want = data[idx[:, 0]]
+        assert np.array_equal(ndgather.gather_nd(data, idx), want)  # the pool starts here
+        pid = os.fork()
+        if pid == 0:
+            ok = np.array_equal(ndgather.gather_nd(data, idx), want)
+            out = np.empty_like(want)
+            ok &= ndgather.gather_nd(data, idx, out=out) is out and np.array_equal(out, want)
+            bad = idx.copy()
+            bad[150_000] = 10**6
+            try:
+                ndgather.gather_nd(data, bad)
+                ok = False
+            except IndexError as e:
+                ok &= "1000000" in str(e)
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        raise SystemExit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
