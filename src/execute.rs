@@ -25,10 +25,11 @@ pub enum Output {
     Scratch,
 }
 
-/// A copy whose cost (see [`Plan::copy_cost`]), or a validation reading
-/// fewer index bytes, runs on the calling thread. The caller never waits for a worker to wake
-/// ([`for_each_task`]), so a split only has to pay for a wake-up call and
-/// a few atomics: worth it from about 20 us of work.
+/// A copy whose cost (see [`Plan::copy_cost`]) is below this, or a
+/// validation reading fewer index bytes, runs on the calling thread. The
+/// caller never waits for a worker to wake ([`for_each_task`]), so a split
+/// only pays for a wake-up call and a few atomics: worth it from about
+/// 20 us of work.
 const PARALLEL_MIN_COST: usize = 256 * 1024;
 
 /// Smallest piece of work one task does (same unit): enough that claiming
@@ -42,8 +43,9 @@ const TASK_MIN_COST: usize = 32 * 1024;
 const KEPT_OFFSETS_MAX_ROWS: usize = 16 * 1024;
 
 /// What reading one row from a `data` far larger than the caches costs, in
-/// bytes of sequential copying: a cache and TLB miss on a random address
-/// (about 10 ns with a dozen in flight) is worth about 200 bytes of memcpy.
+/// bytes of sequential copying: a miss on a random address (about 10 ns of
+/// a core's time with the prefetches in flight) is worth about 200 bytes of
+/// memcpy.
 const RANDOM_ROW_COST: usize = 192;
 
 /// The output's base address, shared by the tasks that fill its disjoint
@@ -51,7 +53,7 @@ const RANDOM_ROW_COST: usize = 192;
 struct SharedOut(*mut u8);
 
 // SAFETY: tasks only ever write disjoint ranges through the pointer (see
-// `Plan::copy`), as `par_chunks_mut` would hand them out.
+// `Plan::copy`), as disjoint `chunks_mut` of the output would be.
 unsafe impl Sync for SharedOut {}
 
 impl SharedOut {
