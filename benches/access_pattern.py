@@ -35,12 +35,12 @@ import peers
 from candidates import NotApplicable
 from cases import Case, Inputs, select
 from report import (
-    _markdown_table,
-    _text_table,
     describe_machine,
     fmt_ratio,
     fmt_seconds,
     machine_info,
+    markdown_table,
+    text_table,
     update_readme,
 )
 from timing import Call, run_interleaved
@@ -129,7 +129,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"Median per call over {results['rounds']} interleaved rounds; commit "
             f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
             f"{describe_machine(results['machine'])}.",
-            _markdown_table(header, table),
+            markdown_table(header, table),
         ]
     )
 
@@ -156,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {case.name} done", flush=True)
     command = " ".join(["python", "benches/access_pattern.py", *sys.argv[1:]])
     results = {"command": command, "rounds": rounds, "machine": machine, "cases": records}
-    print(_text_table(*rows(records)))
+    print(text_table(*rows(records)))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -108,7 +108,7 @@ def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def _text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     rows = [list(header), *map(list, rows)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -116,7 +116,7 @@ def _text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def _markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
@@ -152,7 +152,7 @@ def case_detail(record: Mapping[str, Any], baseline: str, best: str | None = Non
         attrs = f"axis={record['axis']}, " + attrs
     title = f"{record['name']}: {record['op']} {shapes}, {attrs}"
     skipped = [f"  n/a {name}: {why}" for name, why in record.get("skipped", {}).items()]
-    return "\n".join([title, _indent(_text_table(header, rows)), *skipped])
+    return "\n".join([title, _indent(text_table(header, rows)), *skipped])
 
 
 def _median(record: Mapping[str, Any], name: str | None) -> float:
@@ -205,7 +205,7 @@ def _idiom(name: str | None, family: str) -> str:
 def summary_text(
     records: Sequence[Mapping[str, Any]], subject: str, baselines: Sequence[str]
 ) -> str:
-    return _text_table(*summary_rows(records, subject, baselines))
+    return text_table(*summary_rows(records, subject, baselines))
 
 
 def summary_markdown(results: Mapping[str, Any]) -> str:
@@ -214,7 +214,7 @@ def summary_markdown(results: Mapping[str, Any]) -> str:
     )
     m = results["machine"]
     return (
-        _markdown_table(header, rows)
+        markdown_table(header, rows)
         + f"\n\nMedian time per call over {results['rounds']} interleaved rounds; "
         + f"ratio < 1 means {results['subject']} is faster. Machine: {describe_machine(m)}; "
         + f"{results['subject']} threads: {m.get('ndgather_threads', '?')}; "
@@ -327,7 +327,7 @@ def peer_rows(
 
 def peer_text(results: Mapping[str, Any]) -> str:
     header, rows, notes = peer_rows(results)
-    return _text_table(header, rows) + "".join(
+    return text_table(header, rows) + "".join(
         f"\n[{i}] n/a: {note}" for i, note in enumerate(notes, 1)
     )
 
@@ -400,7 +400,7 @@ def targets_table(checks: Sequence[Mapping[str, Any]], markdown: bool = False) -
         ]
         for c in checks
     ]
-    return (_markdown_table if markdown else _text_table)(header, rows)
+    return (markdown_table if markdown else text_table)(header, rows)
 
 
 def _run_note(results: Mapping[str, Any]) -> str:
@@ -426,7 +426,7 @@ def peer_markdown(
     for title, run in runs:
         header, rows, notes = peer_rows(run, markdown=True)
         parts.append(f"**{title}** ({_run_note(run)})")
-        parts.append(_markdown_table(header, rows))
+        parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
     parts.append("**Targets** (ratio = ndgather median / the yardstick's median):")
