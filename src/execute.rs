@@ -153,7 +153,12 @@ impl Plan<'_> {
             // SAFETY: the offsets were made by `row_offsets` on this plan,
             // one per row; `chunk` holds the rows from `start` on.
             Some(all) => unsafe {
-                copy_rows_at(self, &all[start..start + chunk.len() / sb], chunk);
+                let rows = &all[start..start + chunk.len() / sb];
+                if mode == Mode::Zero {
+                    copy_rows_at::<true>(self, rows, chunk);
+                } else {
+                    copy_rows_at::<false>(self, rows, chunk);
+                }
                 Ok(())
             },
             None => self.copy_rows(mode, start, chunk),

@@ -158,18 +158,23 @@ fn prefetch_rows(width: usize) -> usize {
 /// streamed well by the hardware prefetcher once started).
 const PREFETCH_MAX: usize = 1024;
 
-/// Asks the cache for the first bytes of the slice at `src + off`. A hint
-/// only: never faults, whatever the address.
+/// Asks the cache for the first bytes of the slice at `src + off` (none
+/// for a zero-filled row, which only `ZERO` plans have). A hint only: never
+/// faults, whatever the address.
 #[inline(always)]
-fn prefetch(src: *const u8, off: isize, bytes: usize) {
+fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        if off == ZERO_FILL {
+        if ZERO && off == ZERO_FILL {
             return;
         }
         let p = src.wrapping_offset(off);
-        let mut line = 0;
+        // The first line; the loop below only runs for slices longer than one.
+        // SAFETY: prefetch is a hint that never faults and reads nothing
+        // architecturally; the address need not be valid.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+        let mut line = 64;
         while line < bytes.min(PREFETCH_MAX) {
             // SAFETY: prefetch is a hint that never faults and reads nothing
             // architecturally; the address need not be valid.
@@ -190,10 +195,11 @@ fn prefetch(src: *const u8, off: isize, bytes: usize) {
 /// Copies `W`-byte slices; `W` known at compile time becomes plain moves.
 ///
 /// # Safety
-/// Every non-marker offset addresses `W` readable bytes from `src`; `dst`
-/// holds `offsets.len() * W` writable bytes not overlapping `data`.
+/// Every offset addresses `W` readable bytes from `src`, or is the
+/// zero-fill marker and `ZERO` is set; `dst` holds `offsets.len() * W`
+/// writable bytes not overlapping `data`.
 #[inline(always)]
-unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
+unsafe fn copy_fixed<const W: usize, const PREFETCH: bool, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
@@ -202,11 +208,11 @@ unsafe fn copy_fixed<const W: usize, const PREFETCH: bool>(
     for (i, &off) in offsets.iter().enumerate() {
         if !PREFETCH {
         } else if let Some(&next) = offsets.get(i + ahead) {
-            prefetch(src, next, W);
+            prefetch::<ZERO>(src, next, W);
         }
         // SAFETY: row i of the block lies in `dst` (caller).
         let d = unsafe { dst.add(i * W) };
-        if off == ZERO_FILL {
+        if ZERO && off == ZERO_FILL {
             // SAFETY: as above.
             unsafe { ptr::write_bytes(d, 0, W) };
         } else {
@@ -275,7 +281,7 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
 ///
 /// # Safety
 /// As for [`copy_fixed`] with `W = width`.
-unsafe fn copy_small_rows(
+unsafe fn copy_small_rows<const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
@@ -283,7 +289,7 @@ unsafe fn copy_small_rows(
     prefetch_ahead: bool,
 ) {
     #[inline(always)]
-    unsafe fn rows<M: Copy, const PREFETCH: bool>(
+    unsafe fn rows<M: Copy, const PREFETCH: bool, const ZERO: bool>(
         src: *const u8,
         offsets: &[isize],
         dst: *mut u8,
@@ -293,11 +299,11 @@ unsafe fn copy_small_rows(
         for (i, &off) in offsets.iter().enumerate() {
             if !PREFETCH {
             } else if let Some(&next) = offsets.get(i + ahead) {
-                prefetch(src, next, width);
+                prefetch::<ZERO>(src, next, width);
             }
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { dst.add(i * width) };
-            if off == ZERO_FILL {
+            if ZERO && off == ZERO_FILL {
                 // SAFETY: as above.
                 unsafe { ptr::write_bytes(d, 0, width) };
             } else {
@@ -313,9 +319,9 @@ unsafe fn copy_small_rows(
                     // SAFETY: forwarded; $lo <= width < 2 * $lo (or 64).
                     unsafe {
                         if prefetch_ahead {
-                            rows::<$m, true>(src, offsets, dst, width)
+                            rows::<$m, true, ZERO>(src, offsets, dst, width)
                         } else {
-                            rows::<$m, false>(src, offsets, dst, width)
+                            rows::<$m, false, ZERO>(src, offsets, dst, width)
                         }
                     }
                 })*
@@ -330,7 +336,7 @@ unsafe fn copy_small_rows(
 ///
 /// # Safety
 /// As for [`copy_fixed`] with `W = width`.
-unsafe fn copy_var<const STREAM: bool>(
+unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
@@ -339,11 +345,11 @@ unsafe fn copy_var<const STREAM: bool>(
     let ahead = prefetch_rows(width);
     for (i, &off) in offsets.iter().enumerate() {
         if let Some(&next) = offsets.get(i + ahead) {
-            prefetch(src, next, width);
+            prefetch::<ZERO>(src, next, width);
         }
         // SAFETY: row i of the block lies in `dst` (caller).
         let d = unsafe { dst.add(i * width) };
-        if off == ZERO_FILL {
+        if ZERO && off == ZERO_FILL {
             // SAFETY: as above.
             unsafe { ptr::write_bytes(d, 0, width) };
         } else if STREAM {
@@ -360,9 +366,10 @@ unsafe fn copy_var<const STREAM: bool>(
 /// the positions of `outer`.
 ///
 /// # Safety
-/// Every non-marker offset is the start of a slice of `data` whose runs are
-/// all readable; `dst` holds `offsets.len() * slice_bytes` writable bytes.
-unsafe fn copy_strided(
+/// Every offset is the start of a slice of `data` whose runs are all
+/// readable, or is the zero-fill marker and `ZERO` is set; `dst` holds
+/// `offsets.len() * slice_bytes` writable bytes.
+unsafe fn copy_strided<const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
@@ -375,7 +382,7 @@ unsafe fn copy_strided(
     for (i, &off) in offsets.iter().enumerate() {
         // SAFETY: row i of the block lies in `dst` (caller).
         let mut d = unsafe { dst.add(i * slice_bytes) };
-        if off == ZERO_FILL {
+        if ZERO && off == ZERO_FILL {
             // SAFETY: as above.
             unsafe { ptr::write_bytes(d, 0, slice_bytes) };
             continue;
@@ -405,8 +412,9 @@ unsafe fn copy_strided(
 ///
 /// # Safety
 /// As for the copy functions: offsets from [`compute_offsets`] on the same
-/// plan, `dst` exactly `offsets.len() * plan.slice_bytes` bytes.
-unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
+/// plan with the same `ZERO`, `dst` exactly `offsets.len() *
+/// plan.slice_bytes` bytes.
+unsafe fn copy_block<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
     // SAFETY: `data.offset` is inside `data.bytes` whenever a slice is read
     // (checked view; no slice is read from an empty array).
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
@@ -416,29 +424,29 @@ unsafe fn copy_block(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
                 // `plan.stream` is only set for contiguous slices of 256 B+.
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<true>(src, offsets, dst, bytes) }
+                    unsafe { copy_var::<true, ZERO>(src, offsets, dst, bytes) }
                 }
                 $(SliceLayout::Contiguous { bytes: $w } => {
                     // SAFETY: forwarded from the caller.
                     unsafe {
                         if plan.prefetch {
-                            copy_fixed::<$w, true>(src, offsets, dst)
+                            copy_fixed::<$w, true, ZERO>(src, offsets, dst)
                         } else {
-                            copy_fixed::<$w, false>(src, offsets, dst)
+                            copy_fixed::<$w, false, ZERO>(src, offsets, dst)
                         }
                     }
                 })*
                 SliceLayout::Contiguous { bytes } if bytes <= SMALL_ROW => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_small_rows(src, offsets, dst, bytes, plan.prefetch) }
+                    unsafe { copy_small_rows::<ZERO>(src, offsets, dst, bytes, plan.prefetch) }
                 }
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<false>(src, offsets, dst, bytes) }
+                    unsafe { copy_var::<false, ZERO>(src, offsets, dst, bytes) }
                 }
                 SliceLayout::Strided { run, ref outer } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_strided(src, offsets, dst, run, outer, plan.slice_bytes) }
+                    unsafe { copy_strided::<ZERO>(src, offsets, dst, run, outer, plan.slice_bytes) }
                 }
             }
         };
@@ -489,13 +497,18 @@ pub(crate) unsafe fn row_offsets<T: IndexElem, const CLIP: bool, const ZERO: boo
 /// into `out`: the second half of [`gather_rows`].
 ///
 /// # Safety
-/// `offsets` from `row_offsets(plan, ..)`; `out.len() == offsets.len() *
-/// plan.slice_bytes`; `out` does not overlap `data`.
-pub(crate) unsafe fn copy_rows_at(plan: &Plan<'_>, offsets: &[isize], out: &mut [u8]) {
+/// `offsets` from `row_offsets` on `plan` with the same `ZERO`;
+/// `out.len() == offsets.len() * plan.slice_bytes`; `out` does not overlap
+/// `data`.
+pub(crate) unsafe fn copy_rows_at<const ZERO: bool>(
+    plan: &Plan<'_>,
+    offsets: &[isize],
+    out: &mut [u8],
+) {
     let block_bytes = BLOCK * plan.slice_bytes;
     for (i, block) in offsets.chunks(BLOCK).enumerate() {
         // SAFETY: block i's rows occupy out[i * block_bytes ..] (caller).
-        unsafe { copy_block(plan, block, out.as_mut_ptr().add(i * block_bytes)) };
+        unsafe { copy_block::<ZERO>(plan, block, out.as_mut_ptr().add(i * block_bytes)) };
     }
     if plan.stream {
         // As in `gather_rows_in`.
@@ -524,7 +537,7 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
         // SAFETY: rows start+done .. start+done+len exist (caller).
         unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, block)? };
         // SAFETY: the block's rows occupy out[done*sb .. (done+len)*sb].
-        unsafe { copy_block(plan, block, out.as_mut_ptr().add(done * sb)) };
+        unsafe { copy_block::<ZERO>(plan, block, out.as_mut_ptr().add(done * sb)) };
         done += len;
     }
     if plan.stream {
@@ -671,7 +684,7 @@ mod tests {
                 // SAFETY: every offset + width <= 194 < src.len(); dst holds
                 // offsets.len() rows of `width` bytes (and one spare).
                 unsafe {
-                    copy_small_rows(
+                    copy_small_rows::<true>(
                         src.as_ptr(),
                         &offsets,
                         dst.as_mut_ptr(),
