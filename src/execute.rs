@@ -11,7 +11,7 @@ use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
 use crate::kernel::{copy_rows_at, first_bad, gather_rows, row_offsets, BadRow, Mode};
 use crate::plan::Plan;
-use crate::threads::for_each_task;
+use crate::threads::{for_each_task, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
 
 /// What the output buffer is to the caller if an index turns out bad.
@@ -66,7 +66,8 @@ impl SharedOut {
 
 impl Plan<'_> {
     /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
-    /// must not overlap `data`. Uses up to `threads` threads.
+    /// must not overlap `data`. Uses up to `threads` threads (at most
+    /// [`MAX_THREADS`]).
     pub fn execute(
         &self,
         mode: Mode,
@@ -74,6 +75,8 @@ impl Plan<'_> {
         output: Output,
         threads: usize,
     ) -> Result<()> {
+        // Bounded here, so that the task arithmetic below cannot overflow.
+        let threads = threads.min(MAX_THREADS);
         if out.len() != self.out_bytes {
             return Err(GatherError::InvalidArgument(format!(
                 "output buffer has {} bytes, the result needs {}",

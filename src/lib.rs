@@ -13,7 +13,10 @@ mod index;
 mod kernel;
 mod layout;
 mod plan;
-pub mod pool;
+// The result buffers of the Python bindings; built without them too, so
+// that `cargo test` covers it.
+#[cfg_attr(not(feature = "python"), allow(dead_code))]
+mod pool;
 mod stream;
 mod threads;
 mod walk;
@@ -30,4 +33,4 @@ pub use index::IndexType;
 pub use kernel::Mode;
 pub use layout::{span, ArrayView};
 pub use plan::{plan_gather, plan_gather_nd, Plan};
-pub use threads::{num_threads, set_num_threads};
+pub use threads::{num_threads, set_num_threads, MAX_THREADS};

@@ -5,104 +5,172 @@
 //! itself. Runtimes avoid it with an arena (onnxruntime); this pool does the
 //! same for ndgather's results: when a result array is freed, its buffer
 //! comes back here and the next result of about the same size reuses it.
-//! Only buffers of at least [`POOL_MIN_BYTES`] are pooled, up to a total set
-//! by `NDGATHER_POOL_BYTES` (default [`DEFAULT_POOL_BYTES`]; 0 disables it).
+//!
+//! What it keeps is bounded three ways, so that a long-running process does
+//! not sit on memory it no longer uses:
+//! - only buffers of at least [`POOL_MIN_BYTES`] are pooled, up to a total
+//!   [`set_limit`] sets (default [`DEFAULT_POOL_BYTES`]; 0 turns pooling off);
+//! - a buffer nobody reused for [`IDLE_RELEASE`] is returned to the system
+//!   by a small thread that runs only while the pool holds something;
+//! - [`release`] returns everything at once.
+//!
+//! Buffers are mapped straight from the kernel (`mmap`) so that freeing one
+//! really gives its memory back: the C allocator would keep buffers of a few
+//! MiB in its heap, where they still count in the process's RSS.
 
-use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Smaller buffers come from the ordinary allocator, which recycles them
 /// well enough.
-pub const POOL_MIN_BYTES: usize = 1 << 20;
+pub(crate) const POOL_MIN_BYTES: usize = 1 << 20;
 
 /// What the pool may keep when no limit is set.
-pub const DEFAULT_POOL_BYTES: usize = 1 << 30;
+pub(crate) const DEFAULT_POOL_BYTES: usize = 1 << 30;
 
-/// Alignment of pooled buffers: a cache line, more than any dtype needs.
-const ALIGN: usize = 64;
+/// How long a freed buffer waits for reuse before it goes back to the
+/// system. A service that keeps making large results reuses its buffers
+/// within milliseconds; benchmarks that interleave ndgather with other
+/// libraries come back within about a second.
+pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(5);
 
-/// A pooled allocation: `capacity` bytes aligned to [`ALIGN`].
+/// A pooled allocation of `capacity` bytes, page-aligned.
 #[derive(Debug)]
-pub struct Buffer {
+pub(crate) struct Buffer {
     ptr: NonNull<u8>,
     capacity: usize,
 }
 
-// SAFETY: a Buffer is a uniquely owned heap allocation, like a Box<[u8]>.
+// SAFETY: a Buffer is a uniquely owned mapping, like a Box<[u8]>.
 unsafe impl Send for Buffer {}
 
 impl Buffer {
-    pub fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
-    pub fn capacity(&self) -> usize {
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
         self.capacity
     }
 
-    fn layout(capacity: usize) -> Option<Layout> {
-        Layout::from_size_align(capacity, ALIGN).ok()
-    }
-
     fn allocate(capacity: usize) -> Option<Buffer> {
-        let layout = Buffer::layout(capacity)?;
-        // SAFETY: capacity >= POOL_MIN_BYTES > 0, so the layout is not zero-sized.
-        let ptr = NonNull::new(unsafe { alloc::alloc(layout) })?;
-        Some(Buffer { ptr, capacity })
+        // SAFETY: an anonymous private mapping of a non-zero length (callers
+        // ask for at least POOL_MIN_BYTES); it aliases nothing.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        NonNull::new(ptr.cast()).map(|ptr| Buffer { ptr, capacity })
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let Some(layout) = Buffer::layout(self.capacity) {
-            // SAFETY: allocated in `allocate` with exactly this layout.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
+        // SAFETY: the mapping was made in `allocate` with exactly this
+        // length, and nothing refers to it any more (we own it).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
     }
 }
 
-struct Pool {
-    free: Vec<Buffer>,
+/// The free buffers, oldest first, each with the time it came back.
+pub(crate) struct Pool {
+    free: Vec<(Buffer, Instant)>,
     bytes: usize,
+    /// The process whose release thread is running, 0 for none (a forked
+    /// child inherits the number but not the thread).
+    releaser: u32,
+}
+
+impl Pool {
+    /// Takes out the buffers that went over `keep` bytes (oldest first) or
+    /// that waited longer than [`IDLE_RELEASE`]; the caller frees them
+    /// after unlocking.
+    fn evict(&mut self, keep: usize, now: Instant) -> Vec<(Buffer, Instant)> {
+        let stale = self
+            .free
+            .iter()
+            .take_while(|(_, since)| now.duration_since(*since) >= IDLE_RELEASE)
+            .count();
+        let mut n = stale;
+        let mut bytes: usize = self.free[n..].iter().map(|(b, _)| b.capacity).sum();
+        while bytes > keep {
+            bytes -= self.free[n].0.capacity;
+            n += 1;
+        }
+        self.bytes = bytes;
+        self.free.drain(..n).collect()
+    }
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool {
     free: Vec::new(),
     bytes: 0,
+    releaser: 0,
 });
 
-/// `usize::MAX` until set: read `NDGATHER_POOL_BYTES` on first use.
-static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_POOL_BYTES);
 
-fn limit() -> usize {
-    match LIMIT.load(Ordering::Relaxed) {
-        usize::MAX => {
-            let n = std::env::var("NDGATHER_POOL_BYTES")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(DEFAULT_POOL_BYTES)
-                .min(usize::MAX - 1);
-            LIMIT.store(n, Ordering::Relaxed);
-            n
-        }
-        n => n,
-    }
-}
-
-fn lock() -> std::sync::MutexGuard<'static, Pool> {
-    // A panic while holding the lock leaves a valid (if partial) free list.
+fn lock() -> MutexGuard<'static, Pool> {
+    // Nothing panics while holding the lock; the free list is always whole.
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The pool's lock, held across a `fork` (see `threads::fork_guard`).
+pub(crate) type Held = MutexGuard<'static, Pool>;
+
+pub(crate) fn hold() -> Held {
+    lock()
+}
+
+/// The most bytes of freed buffers the pool keeps.
+pub(crate) fn limit() -> usize {
+    LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets the most bytes of freed buffers the pool keeps (0: none, pooling
+/// off), releasing what is over the new limit.
+pub(crate) fn set_limit(bytes: usize) {
+    LIMIT.store(bytes, Ordering::Relaxed);
+    let evicted = lock().evict(bytes, Instant::now());
+    drop(evicted); // freed outside the lock
+}
+
+/// The bytes of freed buffers the pool holds now.
+pub(crate) fn held_bytes() -> usize {
+    lock().bytes
+}
+
+/// Returns every pooled buffer to the system; how many bytes that was.
+pub(crate) fn release() -> usize {
+    let free = {
+        let mut pool = lock();
+        pool.bytes = 0;
+        std::mem::take(&mut pool.free)
+    };
+    free.iter().map(|(b, _)| b.capacity).sum()
+}
+
 /// A buffer of at least `len` bytes: a pooled one of a close size if there
-/// is one, else a new allocation. `None` if `len` is below
-/// [`POOL_MIN_BYTES`], the pool is disabled, or memory is exhausted.
-pub fn take(len: usize) -> Option<Buffer> {
+/// is one, else a new mapping. `None` if `len` is below [`POOL_MIN_BYTES`],
+/// the pool is off, or memory is exhausted.
+pub(crate) fn take(len: usize) -> Option<Buffer> {
     if len < POOL_MIN_BYTES || limit() == 0 {
         return None;
     }
+    #[cfg(unix)]
+    crate::threads::fork_guard::install();
     {
         let mut pool = lock();
         // Best fit among buffers at most 25% larger than asked for.
@@ -111,11 +179,12 @@ pub fn take(len: usize) -> Option<Buffer> {
             .free
             .iter()
             .enumerate()
-            .filter(|(_, b)| (len..=most).contains(&b.capacity))
-            .min_by_key(|(_, b)| b.capacity)
+            .filter(|(_, (b, _))| (len..=most).contains(&b.capacity))
+            .min_by_key(|(_, (b, _))| b.capacity)
             .map(|(i, _)| i);
         if let Some(i) = best {
-            let buffer = pool.free.swap_remove(i);
+            // `remove`, not `swap_remove`: the list stays oldest first.
+            let (buffer, _) = pool.free.remove(i);
             pool.bytes -= buffer.capacity;
             return Some(buffer);
         }
@@ -124,60 +193,99 @@ pub fn take(len: usize) -> Option<Buffer> {
 }
 
 /// Returns a buffer to the pool, freeing the oldest pooled buffers if it
-/// would hold more than its limit.
-pub fn give_back(buffer: Buffer) {
+/// would hold more than its limit, and those idle too long.
+pub(crate) fn give_back(buffer: Buffer) {
     let limit = limit();
     if buffer.capacity > limit {
         return;
     }
+    let now = Instant::now();
     // The most recently used buffer is the likeliest to be asked for again:
     // make room for it by freeing the oldest ones.
     let evicted = {
         let mut pool = lock();
-        let mut evicted = Vec::new();
-        while pool.bytes + buffer.capacity > limit && !pool.free.is_empty() {
-            let old = pool.free.remove(0);
-            pool.bytes -= old.capacity;
-            evicted.push(old);
-        }
+        let evicted = pool.evict(limit - buffer.capacity, now);
         pool.bytes += buffer.capacity;
-        pool.free.push(buffer);
+        pool.free.push((buffer, now));
+        let pid = std::process::id();
+        if pool.releaser != pid && start_releaser() {
+            pool.releaser = pid;
+        }
         evicted
     };
     drop(evicted); // freed outside the lock
 }
 
-/// Frees every pooled buffer.
-pub fn clear() {
-    let free = {
-        let mut pool = lock();
-        pool.bytes = 0;
-        std::mem::take(&mut pool.free)
-    };
-    drop(free);
+/// Starts the thread that frees idle buffers; whether it started. Without
+/// it, idle buffers are still freed by the next `give_back` or `release`.
+fn start_releaser() -> bool {
+    std::thread::Builder::new()
+        .name("ndgather-pool".into())
+        .spawn(release_idle_buffers)
+        .is_ok()
+}
+
+/// The release thread: sleeps until the oldest buffer has idled for
+/// [`IDLE_RELEASE`], frees what has, and ends when the pool is empty.
+fn release_idle_buffers() {
+    loop {
+        let (evicted, wait) = {
+            let mut pool = lock();
+            let now = Instant::now();
+            let evicted = pool.evict(limit(), now);
+            match pool.free.first() {
+                Some((_, since)) => (
+                    evicted,
+                    IDLE_RELEASE.saturating_sub(now.duration_since(*since)),
+                ),
+                None => {
+                    pool.releaser = 0;
+                    drop(pool);
+                    return;
+                }
+            }
+        };
+        drop(evicted);
+        std::thread::sleep(wait);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // One test, since every part shares the process-wide pool.
     #[test]
-    fn small_requests_are_not_pooled() {
-        assert!(take(1000).is_none());
-    }
+    fn buffers_are_reused_bounded_and_released() {
+        assert!(take(1000).is_none(), "small requests are not pooled");
 
-    #[test]
-    fn a_returned_buffer_is_reused() {
         let a = take(3 << 20).expect("allocation");
         let p = a.as_ptr();
         give_back(a);
+        assert_eq!(held_bytes(), 3 << 20);
         let b = take((3 << 20) - 100).expect("allocation");
-        assert_eq!(b.as_ptr(), p);
+        assert_eq!(b.as_ptr(), p, "a close size reuses the buffer");
         assert!(b.capacity() >= (3 << 20) - 100);
-        give_back(b);
+        assert_eq!(held_bytes(), 0);
         // Far smaller requests get a buffer of their own.
         let c = take(1 << 20).expect("allocation");
         assert_ne!(c.as_ptr(), p);
-        clear();
+        give_back(b);
+        give_back(c);
+        assert_eq!(held_bytes(), 4 << 20);
+
+        // A lower limit frees the oldest first.
+        set_limit(2 << 20);
+        assert_eq!(held_bytes(), 1 << 20);
+        set_limit(DEFAULT_POOL_BYTES);
+
+        assert_eq!(release(), 1 << 20);
+        assert_eq!(held_bytes(), 0);
+
+        // Idle buffers leave by themselves.
+        give_back(take(2 << 20).expect("allocation"));
+        assert_eq!(held_bytes(), 2 << 20);
+        std::thread::sleep(IDLE_RELEASE + Duration::from_millis(500));
+        assert_eq!(held_bytes(), 0);
     }
 }

@@ -1,31 +1,43 @@
-//! The worker pool: its size (`NDGATHER_NUM_THREADS`, `set_num_threads`)
-//! and a lazily built rayon pool, so that importing ndgather or making
-//! small calls never starts a thread.
+//! The worker pool: its size (`set_num_threads`) and a lazily built rayon
+//! pool, so that importing ndgather or making small calls never starts a
+//! thread. The pool survives `fork` whatever other threads were doing (see
+//! [`fork_guard`]).
 
+use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use rayon::ThreadPool;
 
 use crate::error::{GatherError, Result};
 
+/// The most worker threads a call may use.
+///
+/// A gather is bound by memory bandwidth long before it runs out of cores,
+/// so more threads than any machine has CPUs buy nothing; 1024 is four times
+/// the hardware threads of today's largest two-socket servers. Each thread
+/// also reserves a stack, and rayon itself handles at most 65,535.
+pub const MAX_THREADS: usize = 1024;
+
 /// Requested thread count; 0 means "not set": use every CPU.
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
-/// The pool and the process it was built in: built on first parallel use,
-/// rebuilt when the size changes or in a child process after `fork` (which
-/// copies the pool but not its threads).
-static POOL: Mutex<Option<(u32, Arc<ThreadPool>)>> = Mutex::new(None);
+/// The pool and the process it was built in.
+type PoolSlot = Option<(u32, Arc<ThreadPool>)>;
 
-/// Sets the number of worker threads (`n >= 1`).
+/// Built on first parallel use, rebuilt when the size changes or in a child
+/// process after `fork` (which copies the pool but not its threads).
+static POOL: Mutex<PoolSlot> = Mutex::new(None);
+
+/// Sets the number of worker threads, `1 <= n <= MAX_THREADS`.
 pub fn set_num_threads(n: i64) -> Result<()> {
     match usize::try_from(n) {
-        Ok(n) if n >= 1 => {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => {
             REQUESTED.store(n, Ordering::Relaxed);
             Ok(())
         }
         _ => Err(GatherError::InvalidArgument(format!(
-            "set_num_threads: the number of threads must be >= 1, got {n}"
+            "set_num_threads: the number of threads must be between 1 and {MAX_THREADS}, got {n}"
         ))),
     }
 }
@@ -35,17 +47,25 @@ pub fn num_threads() -> usize {
     // available_parallelism reads cgroup files on every call: ask once.
     static CPUS: OnceLock<usize> = OnceLock::new();
     match REQUESTED.load(Ordering::Relaxed) {
-        0 => *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        0 => *CPUS.get_or_init(|| {
+            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+        }),
         n => n,
     }
+}
+
+fn lock_pool() -> MutexGuard<'static, PoolSlot> {
+    // A poisoned lock only means another call panicked while swapping the
+    // pool; the Option inside is still whole.
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The pool of `threads` workers, built or rebuilt on demand; `None` if no
 /// thread could be started.
 fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
-    // A poisoned lock only means another call panicked while swapping the
-    // pool; the Option inside is still whole.
-    let mut slot = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    #[cfg(unix)]
+    fork_guard::install();
+    let mut slot = lock_pool();
     let pid = std::process::id();
     match slot.take() {
         Some((owner, p)) if owner == pid && p.current_num_threads() == threads => {
@@ -67,6 +87,55 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     Some(p)
 }
 
+/// Keeps `fork` from copying a lock that another thread holds.
+///
+/// A child process gets only the thread that called `fork`: a lock that any
+/// other thread held at that moment stays held in the child forever, and
+/// the child's first large call would wait on it for ever. So just before a
+/// fork, the forking thread takes the locks itself (waiting for a pool build
+/// or a buffer hand-over under way to end: microseconds), and right after it
+/// releases them, in the parent and in the child alike.
+#[cfg(unix)]
+pub(crate) mod fork_guard {
+    use std::cell::RefCell;
+    use std::sync::{MutexGuard, Once};
+
+    use super::{lock_pool, PoolSlot};
+    use crate::pool;
+
+    thread_local! {
+        /// The locks the forking thread holds across `fork`.
+        static HELD: RefCell<Option<(MutexGuard<'static, PoolSlot>, pool::Held)>> =
+            const { RefCell::new(None) };
+    }
+
+    extern "C" fn before_fork() {
+        // Always the pool lock first, as nowhere else takes both.
+        let held = (lock_pool(), pool::hold());
+        HELD.with(|h| *h.borrow_mut() = Some(held));
+    }
+
+    extern "C" fn after_fork() {
+        // Dropping the guards unlocks: in the child this is the same thread
+        // (the one that forked), with the same thread-local storage.
+        drop(HELD.with(|h| h.borrow_mut().take()));
+    }
+
+    /// Registers the handlers, once per process (a child inherits them).
+    pub(crate) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: the handlers are plain functions that live as long as
+            // the program; they only take and drop locks that are never held
+            // while waiting on anything else, so they cannot deadlock a fork.
+            // A failure (ENOMEM) only leaves fork as unsafe as it was.
+            unsafe {
+                libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+            }
+        });
+    }
+}
+
 /// Runs `task(0) .. task(n - 1)`, each exactly once, on the calling thread
 /// and up to `threads - 1` pool workers.
 ///
@@ -78,6 +147,7 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
 /// VM, where waking a sleeping vCPU takes tens of microseconds, that is what
 /// lets calls of a few tens of microseconds use a second core.
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
+    let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
     let pool = if helpers > 0 { pool(threads) } else { None };
     let Some(pool) = pool else {
@@ -95,7 +165,7 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
         state: Mutex::new(State {
             task: Some(TaskRef(erased)),
             inside: 0,
-            panicked: false,
+            panic: None,
         }),
         left: Condvar::new(),
     }));
@@ -104,9 +174,9 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
         pool.spawn(move || shared.help());
     }
     team.0.claim(task);
-    let panicked = team.finish();
-    if panicked {
-        panic!("an ndgather worker thread panicked");
+    if let Some(payload) = team.finish() {
+        // The worker's own panic, message and all, continues on the caller.
+        std::panic::resume_unwind(payload);
     }
 }
 
@@ -119,8 +189,8 @@ struct State {
     task: Option<TaskRef>,
     /// Helpers running the task now.
     inside: usize,
-    /// Whether a helper's task panicked.
-    panicked: bool,
+    /// The payload of the first helper's task that panicked.
+    panic: Option<Box<dyn Any + Send>>,
 }
 
 struct Shared {
@@ -161,7 +231,9 @@ impl Shared {
         // default for a panicking spawned job).
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.claim(task.0)));
         let mut state = self.lock();
-        state.panicked |= ok.is_err();
+        if let Err(payload) = ok {
+            state.panic.get_or_insert(payload);
+        }
         state.inside -= 1;
         if state.inside == 0 {
             self.left.notify_all();
@@ -174,14 +246,15 @@ impl Shared {
 struct Team(Arc<Shared>);
 
 impl Team {
-    /// Withdraws the task, waits for the helpers inside; whether one panicked.
-    fn finish(&self) -> bool {
+    /// Withdraws the task, waits for the helpers inside; what the first
+    /// helper that panicked panicked with.
+    fn finish(&self) -> Option<Box<dyn Any + Send>> {
         let mut state = self.0.lock();
         state.task = None;
         while state.inside > 0 {
             state = self.0.left.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.panicked
+        state.panic.take()
     }
 }
 
@@ -196,9 +269,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zero_threads_is_an_error() {
+    fn thread_counts_outside_1_to_max_are_errors() {
         assert!(set_num_threads(0).is_err());
         assert!(set_num_threads(-3).is_err());
+        assert!(set_num_threads(MAX_THREADS as i64 + 1).is_err());
+        assert!(set_num_threads(1 << 61).is_err());
+        assert!(set_num_threads(i64::MAX).is_err());
+    }
+
+    #[test]
+    fn huge_thread_counts_are_capped() {
+        let counts: Vec<AtomicUsize> = (0..100).map(|_| AtomicUsize::new(0)).collect();
+        for_each_task(usize::MAX, counts.len(), &|i| {
+            counts[i].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+    }
+
+    #[test]
+    fn a_worker_panic_reaches_the_caller_with_its_message() {
+        let caught = std::panic::catch_unwind(|| {
+            for_each_task(2, 200, &|_| {
+                let on_worker = std::thread::current()
+                    .name()
+                    .is_some_and(|n| n.starts_with("ndgather-"));
+                if on_worker {
+                    panic!("worker says no");
+                }
+                // Slow enough that a worker wakes before the caller is done.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            })
+        });
+        let payload = caught.expect_err("the worker's panic");
+        let message = payload.downcast_ref::<&str>().copied();
+        assert_eq!(message, Some("worker says no"));
     }
 
     #[test]

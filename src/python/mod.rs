@@ -10,6 +10,8 @@ use pyo3::prelude::*;
 
 use gateway::{IndexRules, Op};
 
+use crate::GatherError;
+
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
 ///
@@ -116,7 +118,10 @@ fn gather_with_rules_py<'py>(
     gateway::gather(data, indices, Op::Gather { axis, batch_dims }, rules, None)
 }
 
-/// Sets the number of threads large gathers use (``n >= 1``).
+/// Sets the number of threads large gathers use, from 1 to ``MAX_THREADS``
+/// (1024: a gather is bound by memory bandwidth long before it runs out of
+/// cores, and each thread reserves a stack). Other values are a
+/// ``ValueError``.
 #[pyfunction(name = "set_num_threads")]
 fn set_num_threads_py(n: i64) -> PyResult<()> {
     Ok(crate::set_num_threads(n)?)
@@ -128,6 +133,39 @@ fn get_num_threads_py() -> usize {
     crate::num_threads()
 }
 
+/// Sets the most bytes of freed large results ndgather keeps for reuse
+/// (``0`` turns the pool off), releasing at once what is over it.
+#[pyfunction(name = "set_pool_limit")]
+fn set_pool_limit_py(nbytes: i64) -> PyResult<()> {
+    let bytes = usize::try_from(nbytes).map_err(|_| {
+        GatherError::InvalidArgument(format!(
+            "set_pool_limit: the limit must be a number of bytes >= 0, got {nbytes}"
+        ))
+    })?;
+    crate::pool::set_limit(bytes);
+    Ok(())
+}
+
+/// The most bytes of freed large results ndgather keeps for reuse.
+#[pyfunction(name = "get_pool_limit")]
+fn get_pool_limit_py() -> usize {
+    crate::pool::limit()
+}
+
+/// The bytes of freed large results the pool holds now, waiting for reuse.
+#[pyfunction(name = "pool_bytes")]
+fn pool_bytes_py() -> usize {
+    crate::pool::held_bytes()
+}
+
+/// Returns every buffer the pool holds to the operating system; the number
+/// of bytes released. Live results are not affected.
+#[pyfunction(name = "release_pool")]
+fn release_pool_py(py: Python<'_>) -> usize {
+    // Unmapping hundreds of MiB takes a while: let other threads run.
+    py.detach(crate::pool::release)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather_nd_py, m)?)?;
@@ -136,6 +174,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads_py, m)?)?;
+    m.add_function(wrap_pyfunction!(set_pool_limit_py, m)?)?;
+    m.add_function(wrap_pyfunction!(get_pool_limit_py, m)?)?;
+    m.add_function(wrap_pyfunction!(pool_bytes_py, m)?)?;
+    m.add_function(wrap_pyfunction!(release_pool_py, m)?)?;
+    m.add("MAX_THREADS", crate::MAX_THREADS)?;
+    m.add(
+        "IDLE_RELEASE_SECONDS",
+        crate::pool::IDLE_RELEASE.as_secs_f64(),
+    )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
