@@ -355,3 +355,25 @@ def test_large_gathers_work_in_a_forked_child() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.mark.parametrize("n", [0, -1, ndgather.MAX_THREADS + 1, 2**61, 2**63 - 1])
+def test_thread_counts_beyond_the_maximum_are_value_errors(n: int) -> None:
+    before = ndgather.get_num_threads()
+    with pytest.raises(ValueError, match=f"between 1 and {ndgather.MAX_THREADS}"):
+        ndgather.set_num_threads(n)
+    assert ndgather.get_num_threads() == before
+    # Large calls still work: before the cap, 2**61 threads made them divide by zero.
+    data = np.arange(200_000, dtype=np.float64).reshape(-1, 4)
+    idx = np.arange(50_000)[::-1]
+    np.testing.assert_array_equal(ndgather.gather(data, idx), data[idx])
+
+
+def test_the_maximum_thread_count_is_accepted() -> None:
+    assert ndgather.MAX_THREADS == 1024
+    ndgather.set_num_threads(64)
+    data = np.arange(400_000, dtype=np.float64).reshape(-1, 4)
+    idx = np.arange(100_000)[::-1]
+    np.testing.assert_array_equal(ndgather.gather(data, idx), data[idx])
+    ndgather.set_num_threads(ndgather.MAX_THREADS)
+    assert ndgather.get_num_threads() == ndgather.MAX_THREADS

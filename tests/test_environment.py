@@ -1,0 +1,90 @@
+"""NDGATHER_NUM_THREADS and NDGATHER_POOL_BYTES: read at import, and no value breaks it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import ndgather
+import pytest
+from ndgather._environment import apply_environment, parse_bytes
+
+
+def _import_with(variable: str, value: str) -> tuple[str, str]:
+    """Import ndgather in a child with ``variable=value``; its stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
+    env[variable] = value
+    code = "import ndgather; print(ndgather.get_num_threads(), ndgather.get_pool_limit())"
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip(), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "value", ["99999999999999999999", "0", "-2", "1025", "2.5", "four", "1e3", "0x10"]
+)
+def test_a_bad_thread_count_warns_once_and_falls_back(value: str) -> None:
+    default, _ = _import_with("NDGATHER_POOL_BYTES", "1GiB")
+    got, stderr = _import_with("NDGATHER_NUM_THREADS", value)
+    assert got == default
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_NUM_THREADS={value!r}" in stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "limit"),
+    [
+        ("0", 0),
+        ("268435456", 268435456),
+        ("512MiB", 512 << 20),
+        ("1GiB", 1 << 30),
+        ("1 gib", 1 << 30),
+        ("64Ki", 64 << 10),
+        ("1.5G", 3 << 29),
+        ("800MB", 800_000_000),
+        ("10kb", 10_000),
+    ],
+)
+def test_pool_bytes_takes_sizes_with_units(value: str, limit: int) -> None:
+    got, stderr = _import_with("NDGATHER_POOL_BYTES", value)
+    assert got.split()[1] == str(limit)
+    assert "Warning" not in stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "lots", "1e9", "12 parsecs", "9" * 40, "GiB", "1iB"])
+def test_a_bad_pool_size_warns_once_and_falls_back(value: str) -> None:
+    got, stderr = _import_with("NDGATHER_POOL_BYTES", value)
+    assert got.split()[1] == str(1 << 30)
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_POOL_BYTES={value!r}" in stderr
+
+
+def test_apply_environment_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = ndgather.get_pool_limit()
+    try:
+        monkeypatch.setenv("NDGATHER_NUM_THREADS", " 3 ")
+        monkeypatch.setenv("NDGATHER_POOL_BYTES", "2MiB")
+        apply_environment()
+        assert ndgather.get_num_threads() == 3
+        assert ndgather.get_pool_limit() == 2 << 20
+        monkeypatch.setenv("NDGATHER_NUM_THREADS", "many")
+        with pytest.warns(RuntimeWarning, match="NDGATHER_NUM_THREADS='many'"):
+            apply_environment()
+        assert ndgather.get_num_threads() == 3
+    finally:
+        ndgather.set_pool_limit(limit)
+
+
+def test_parse_bytes_is_exact_for_large_values() -> None:
+    assert parse_bytes("8TiB") == 8 << 40
+    assert parse_bytes(str(2**62)) == 2**62
+    assert parse_bytes(".5M") == 1 << 19
+    with pytest.raises(ValueError):
+        parse_bytes("")

@@ -1,0 +1,204 @@
+"""Stress: what a long-running service does to ndgather at once.
+
+Threads that change the thread count while others gather and the main thread forks; many
+threads gathering mixed dtypes (object included, with reference counts checked); errors
+under load that must leave ``out=`` untouched. Every test is bounded: work that could hang
+runs in a child process with a timeout, or in threads joined with a deadline, so a hang
+fails the test instead of stalling the run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+
+import ndgather
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.stress
+
+DEADLINE_S = 60.0
+
+
+def run_threads(bodies: list[Callable[[], None]], deadline_s: float = DEADLINE_S) -> None:
+    """Run each body in a thread of its own; fail on the first exception, or if any thread
+    is still running at the deadline (a hang)."""
+    errors: list[BaseException] = []
+
+    def guarded(body: Callable[[], None]) -> None:
+        try:
+            body()
+        except BaseException as error:  # reported below, in the test's own thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=guarded, args=(b,), daemon=True) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(deadline_s)
+    assert not any(t.is_alive() for t in threads), f"threads still running after {deadline_s} s"
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_children_never_hang_while_threads_resize_the_pool() -> None:
+    """Three threads keep changing the thread count (rebuilding the pool under its lock) and
+    gathering 13 MB, while the main thread forks children that each run one such gather. A
+    child that inherited the lock held would wait on it for ever: before the pool's locks
+    were made fork-safe, 2 to 3 of every 5 children hung here."""
+    code = textwrap.dedent(
+        """
+        import os, random, threading, time, warnings
+        import numpy as np, ndgather
+
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+        rng = np.random.default_rng(0)
+        data = rng.random((200_000, 16), dtype=np.float32)
+        idx = rng.integers(0, 200_000, size=(200_000, 1))  # 12.8 MB of output
+        want = data[idx[:, 0]]
+        stop = threading.Event()
+
+        def churn(seed):
+            r = random.Random(seed)
+            while not stop.is_set():
+                ndgather.set_num_threads(r.randint(2, 4))
+                ndgather.gather_nd(data, idx)
+
+        threads = [threading.Thread(target=churn, args=(s,), daemon=True) for s in range(3)]
+        for t in threads:
+            t.start()
+        hung = failed = 0
+        for _ in range(12):
+            time.sleep(0.02)
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if np.array_equal(ndgather.gather_nd(data, idx), want) else 3)
+            deadline = time.monotonic() + 20
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    failed += os.waitstatus_to_exitcode(status) != 0
+                    break
+                if time.monotonic() > deadline:
+                    hung += 1
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.01)
+        stop.set()
+        for t in threads:
+            t.join()
+        print(f"hung={hung} failed={failed}")
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S * 2
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "hung=0 failed=0", proc.stdout + proc.stderr
+
+
+def test_concurrent_gathers_of_mixed_dtypes_keep_results_and_refcounts() -> None:
+    rng = np.random.default_rng(1)
+    objects = [f"item-{i}" * (1 + i % 3) for i in range(500)]
+    tables: dict[str, np.ndarray] = {
+        "float32": rng.random((4000, 24), dtype=np.float32),
+        "int16": rng.integers(-30000, 30000, size=(4000, 3), dtype=np.int16),
+        "complex128": rng.random((4000, 5)) + 1j * rng.random((4000, 5)),
+        "bytes": rng.integers(0, 255, size=(4000, 7), dtype=np.uint8).view("S7"),
+        "object": np.array(objects * 8, dtype=object).reshape(4000, 1),
+    }
+    counts_before = [sys.getrefcount(o) for o in objects]
+
+    def worker(seed: int) -> Callable[[], None]:
+        def body() -> None:
+            r = np.random.default_rng(seed)
+            for step in range(60):
+                name = list(tables)[(seed + step) % len(tables)]
+                data = tables[name]
+                idx = r.integers(-4000, 4000, size=int(r.integers(1, 30_000)))
+                if step % 2:
+                    got = ndgather.gather(data, idx)
+                    np.testing.assert_array_equal(got, np.take(data, idx, axis=0))
+                else:
+                    got = ndgather.gather_nd(data, idx[:, None])
+                    np.testing.assert_array_equal(got, data[idx])
+                assert got.dtype == data.dtype
+                del got
+
+        return body
+
+    run_threads([worker(s) for s in range(6)])
+    # Every reference a result took was given back when the result died.
+    assert [sys.getrefcount(o) for o in objects] == counts_before
+
+
+def _bad_calls(data: np.ndarray, idx: np.ndarray, out: np.ndarray) -> list[Callable[[], object]]:
+    """Calls into ``out`` that must fail, each for another reason."""
+    late_bad = idx.copy()
+    late_bad[-1, 0] = 10**9  # the very last index: found only after most rows could be copied
+    first_bad = idx.copy()
+    first_bad[0, 0] = -(10**9)
+    return [
+        lambda: ndgather.gather_nd(data, late_bad, out=out),
+        lambda: ndgather.gather_nd(data, first_bad, out=out),
+        lambda: ndgather.gather_nd(data, idx.astype(np.float32), out=out),
+        lambda: ndgather.gather_nd(data, idx, mode="wrap", out=out),  # type: ignore[arg-type]
+        lambda: ndgather.gather_nd(data, idx, batch_dims=5, out=out),
+        lambda: ndgather.gather_nd(data, idx[:-1], out=out),
+        lambda: ndgather.gather_nd(data.astype(np.float64), idx, out=out),
+        lambda: ndgather.gather(data, late_bad[:, 0], out=out),
+        lambda: ndgather.gather(data, late_bad[:, 0], axis=-3, out=out),
+    ]
+
+
+def test_out_is_never_modified_by_a_failing_call_under_load() -> None:
+    rng = np.random.default_rng(2)
+    data = rng.random((50_000, 32), dtype=np.float32)
+    idx = rng.integers(0, 50_000, size=(100_000, 1))  # 12.8 MB: split over threads
+
+    def worker(seed: int) -> Callable[[], None]:
+        def body() -> None:
+            out = np.full((100_000, 32), seed, dtype=np.float32)
+            snapshot = out.copy()
+            for _ in range(3):
+                for call in _bad_calls(data, idx, out):
+                    with pytest.raises((IndexError, ValueError, TypeError)):
+                        call()
+                    assert np.array_equal(out, snapshot), "a failed call wrote into out"
+            # And a good call still fills it.
+            assert ndgather.gather_nd(data, idx, out=out) is out
+            np.testing.assert_array_equal(out, data[idx[:, 0]])
+
+        return body
+
+    ndgather.set_num_threads(2)
+    run_threads([worker(s) for s in range(4)])
+
+
+def test_thread_count_changes_during_gathers_never_change_results() -> None:
+    rng = np.random.default_rng(3)
+    data = rng.random((30_000, 40), dtype=np.float32)
+    idx = rng.integers(-30_000, 30_000, size=60_000)
+    want = np.take(data, idx, axis=0)
+    stop = threading.Event()
+
+    def resize() -> None:
+        r = np.random.default_rng(4)
+        while not stop.is_set():
+            ndgather.set_num_threads(int(r.integers(1, 9)))
+
+    def gather() -> None:
+        try:
+            for _ in range(40):
+                np.testing.assert_array_equal(ndgather.gather(data, idx), want)
+        finally:
+            stop.set()
+
+    run_threads([resize, gather, gather])
