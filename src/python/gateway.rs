@@ -4,14 +4,15 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
 use super::objects::{assign, own_copied_references};
 use crate::{num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Output, Plan};
 
-/// Which operator, with its attributes.
+/// Which operator, with its attributes as Python passed them.
 pub(crate) enum Op {
-    GatherNd { batch_dims: i64 },
-    Gather { axis: i64, batch_dims: i64 },
+    GatherNd { batch_dims: Int64 },
+    Gather { axis: Int64, batch_dims: Int64 },
 }
 
 /// What the operator does with indices outside `[0, s)`.
@@ -39,8 +40,16 @@ pub(crate) fn gather<'py>(
     let (indices, index_type) = index_array(indices)?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = match op {
-        Op::GatherNd { batch_dims } => plan_gather_nd(dview, iview, index_type, batch_dims)?,
-        Op::Gather { axis, batch_dims } => plan_gather(dview, iview, index_type, axis, batch_dims)?,
+        Op::GatherNd { batch_dims } => {
+            plan_gather_nd(dview, iview, index_type, batch_dims.get("batch_dims")?)?
+        }
+        Op::Gather { axis, batch_dims } => plan_gather(
+            dview,
+            iview,
+            index_type,
+            axis.get("axis")?,
+            batch_dims.get("batch_dims")?,
+        )?,
     };
     if !rules.wrap_negative {
         plan = plan.reject_negative_indices();

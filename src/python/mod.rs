@@ -1,6 +1,7 @@
 //! The Python extension `ndgather._core`. Functions here only convert:
 //! everything else goes through `gateway`.
 
+mod args;
 mod arrays;
 mod errors;
 mod gateway;
@@ -8,6 +9,7 @@ mod objects;
 
 use pyo3::prelude::*;
 
+use args::Int64;
 use gateway::{IndexRules, Op};
 
 /// Gathers slices of `data` addressed by the index tuples along the last
@@ -33,11 +35,15 @@ use gateway::{IndexRules, Op};
 /// (clamped after negatives wrap). ``out``, if given, must be a writeable
 /// C-contiguous array of the result's shape and dtype; it is filled and
 /// returned, and left untouched on any error.
-#[pyfunction(name = "gather_nd", signature = (data, indices, batch_dims = 0, *, mode = "raise", out = None))]
+#[pyfunction(
+    name = "gather_nd",
+    signature = (data, indices, batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
+    text_signature = "(data, indices, batch_dims=0, *, mode=\"raise\", out=None)"
+)]
 fn gather_nd_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    batch_dims: i64,
+    batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -65,12 +71,16 @@ fn gather_nd_py<'py>(
 ///        [10,  6,  6]])
 ///
 /// ``mode`` and ``out`` work as in :func:`gather_nd`.
-#[pyfunction(name = "gather", signature = (data, indices, axis = 0, batch_dims = 0, *, mode = "raise", out = None))]
+#[pyfunction(
+    name = "gather",
+    signature = (data, indices, axis = Int64::Fits(0), batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
+    text_signature = "(data, indices, axis=0, batch_dims=0, *, mode=\"raise\", out=None)"
+)]
 fn gather_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    axis: i64,
-    batch_dims: i64,
+    axis: Int64,
+    batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -87,7 +97,7 @@ fn gather_py<'py>(
 fn gather_nd_with_rules_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    batch_dims: i64,
+    batch_dims: Int64,
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -104,8 +114,8 @@ fn gather_nd_with_rules_py<'py>(
 fn gather_with_rules_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    axis: i64,
-    batch_dims: i64,
+    axis: Int64,
+    batch_dims: Int64,
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -118,8 +128,8 @@ fn gather_with_rules_py<'py>(
 
 /// Sets the number of threads large gathers use (``n >= 1``).
 #[pyfunction(name = "set_num_threads")]
-fn set_num_threads_py(n: i64) -> PyResult<()> {
-    Ok(crate::set_num_threads(n)?)
+fn set_num_threads_py(n: Int64) -> PyResult<()> {
+    Ok(crate::set_num_threads(n.get("n")?)?)
 }
 
 /// The number of threads large gathers use.
