@@ -488,3 +488,51 @@ fn huge_outputs_streamed_past_the_cache_are_exact() {
         }
     }
 }
+
+#[test]
+fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
+    // Shape (0, 3), no bytes, element [0, 0] "at" byte 100: were it accepted,
+    // Mode::Zero would zero-fill the row of index 5 and the kernel would form
+    // `bytes.as_ptr().add(100)` on an empty slice.
+    let d = ArrayView {
+        bytes: &[],
+        offset: 100,
+        shape: &[0, 3],
+        strides: &[12, 4],
+        itemsize: 4,
+    };
+    let idx = 5i64.to_ne_bytes();
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[1],
+        strides: &[8],
+        itemsize: 8,
+    };
+    let i_nd = ArrayView {
+        shape: &[1, 1],
+        strides: &[8, 8],
+        ..i
+    };
+    for plan in [
+        plan_gather(d, i, IndexType::I64, 0, 0),
+        plan_gather_nd(d, i_nd, IndexType::I64, 0),
+    ] {
+        match plan {
+            Err(GatherError::InvalidArgument(msg)) => assert!(msg.contains("data"), "{msg}"),
+            Ok(plan) => {
+                let mut out = vec![0xAAu8; plan.out_bytes()];
+                let got = plan.execute(Mode::Zero, &mut out, Output::Scratch, 1);
+                panic!("accepted: {got:?}, {out:?}");
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let mut out = [0xAAu8; 12];
+    // Offset 0 (or bytes.len()) is where an empty view's element [0, 0] is.
+    let d = ArrayView { offset: 0, ..d };
+    let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+    plan.execute(Mode::Zero, &mut out, Output::Scratch, 1)
+        .unwrap();
+    assert_eq!(out, [0; 12]);
+}
