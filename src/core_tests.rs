@@ -488,3 +488,126 @@ fn huge_outputs_streamed_past_the_cache_are_exact() {
         }
     }
 }
+
+#[test]
+fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
+    // Shape (0, 3), no bytes, element [0, 0] "at" byte 100: were it accepted,
+    // Mode::Zero would zero-fill the row of index 5 and the kernel would form
+    // `bytes.as_ptr().add(100)` on an empty slice.
+    let d = ArrayView {
+        bytes: &[],
+        offset: 100,
+        shape: &[0, 3],
+        strides: &[12, 4],
+        itemsize: 4,
+    };
+    let idx = 5i64.to_ne_bytes();
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[1],
+        strides: &[8],
+        itemsize: 8,
+    };
+    let i_nd = ArrayView {
+        shape: &[1, 1],
+        strides: &[8, 8],
+        ..i
+    };
+    for plan in [
+        plan_gather(d, i, IndexType::I64, 0, 0),
+        plan_gather_nd(d, i_nd, IndexType::I64, 0),
+    ] {
+        match plan {
+            Err(GatherError::InvalidArgument(msg)) => assert!(msg.contains("data"), "{msg}"),
+            Ok(plan) => {
+                let mut out = vec![0xAAu8; plan.out_bytes()];
+                let got = plan.execute(Mode::Zero, &mut out, Output::Scratch, 1);
+                panic!("accepted: {got:?}, {out:?}");
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    let mut out = [0xAAu8; 12];
+    // Offset 0 (or bytes.len()) is where an empty view's element [0, 0] is.
+    let d = ArrayView { offset: 0, ..d };
+    let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+    plan.execute(Mode::Zero, &mut out, Output::Scratch, 1)
+        .unwrap();
+    assert_eq!(out, [0; 12]);
+}
+
+/// Runs `f` on a thread of its own; panics if it takes longer than `secs`.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("took too long (or panicked)")
+}
+
+/// `indices` of shape `shape` and byte `strides` over the i64 `values`, and
+/// the first bad index in C order, if any: its value and position.
+struct BroadcastCase {
+    shape: &'static [usize],
+    strides: &'static [isize],
+    values: [i64; 3],
+    bad: Option<(i64, &'static [usize])>,
+}
+
+#[test]
+fn broadcast_indices_are_validated_once_per_distinct_value() {
+    // `indices` of 2**40 positions along a stride-0 axis, with `data` of an
+    // empty trailing axis: an empty output, whose every index must still be
+    // valid. Checking each position would take many minutes.
+    const HUGE: usize = 1 << 40;
+    let case = |shape, strides, values, bad| BroadcastCase {
+        shape,
+        strides,
+        values,
+        bad,
+    };
+    // The bad index on a stride-0 axis, outer or inner, or on a strided one
+    // beside it; `data` has 5 rows, so -5..5 are valid.
+    let cases = [
+        case(&[HUGE], &[0], [1, 0, 0], None),
+        case(&[HUGE], &[0], [-6, 0, 0], Some((-6, &[0]))),
+        case(&[HUGE, 3], &[0, 8], [0, 4, 7], Some((7, &[0, 2]))),
+        case(&[3, HUGE], &[8, 0], [0, 9, 1], Some((9, &[1, 0]))),
+        case(&[2, HUGE, 3], &[0, 0, 8], [-5, 4, 5], Some((5, &[0, 0, 2]))),
+    ];
+    for c in cases {
+        for mode in MODES {
+            for output in [Output::Kept, Output::Scratch] {
+                let got = within(20, move || {
+                    let ib: Vec<u8> = c.values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+                    let d = ArrayView {
+                        bytes: &[],
+                        offset: 0,
+                        shape: &[5, 0],
+                        strides: &[0, 4],
+                        itemsize: 4,
+                    };
+                    let i = ArrayView {
+                        bytes: &ib,
+                        offset: 0,
+                        shape: c.shape,
+                        strides: c.strides,
+                        itemsize: 8,
+                    };
+                    let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+                    assert_eq!(plan.out_bytes(), 0);
+                    plan.execute(mode, &mut [], output, 2)
+                });
+                match (mode, c.bad, got) {
+                    (Mode::Raise, Some((value, at)), Err(GatherError::IndexOutOfRange(e))) => {
+                        assert_eq!((e.value, e.position.as_slice()), (value as i128, at));
+                    }
+                    (Mode::Raise, Some(_), got) => panic!("{:?}: {got:?}", c.shape),
+                    (_, _, got) => assert!(got.is_ok(), "{:?} {mode:?}: {got:?}", c.shape),
+                }
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use smallvec::{smallvec, SmallVec};
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
 use crate::kernel::{copy_rows_at, first_bad, gather_rows, row_offsets, BadRow, Mode};
-use crate::plan::Plan;
+use crate::plan::{distinct_positions, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
 
@@ -264,6 +264,13 @@ impl Plan<'_> {
 
     fn describe_bad(&self, row: usize, j: usize) -> OutOfRange {
         let od = Odometer::new(&self.index_rows, row);
+        // The lengths `index_rows` walks (broadcast axes at 1): unravelled
+        // over them, `row` is the bad index's position in `indices`.
+        let positions: SmallVec<[usize; 8]> = self.indices.shape[..self.position_rank]
+            .iter()
+            .zip(self.indices.strides)
+            .map(|(&size, &stride)| distinct_positions(size, stride))
+            .collect();
         let ty = self.index_type;
         // SAFETY: `row` is an existing index row, so its tuple lies inside
         // the checked `indices` span.
@@ -277,7 +284,7 @@ impl Plan<'_> {
         let axis = self.tuple[j];
         OutOfRange {
             value: read(j),
-            position: unravel(row, &self.indices.shape[..self.position_rank]),
+            position: unravel(row, &positions),
             tuple: self
                 .is_nd
                 .then(|| (0..self.tuple.len()).map(read).collect()),

@@ -108,7 +108,8 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
     slots: &mut [isize],
 ) -> Result<(), BadRow> {
     let inner = plan.rows[plan.rows.len() - 1];
-    // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
+    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
+    // empty one): the pointer stays within the slice or one past its end.
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
     let (mut data_off, mut index_off) = (od.data_off, od.index_off);
     for slot in slots.iter_mut() {
@@ -415,8 +416,8 @@ unsafe fn copy_strided<const ZERO: bool>(
 /// plan with the same `ZERO`, `dst` exactly `offsets.len() *
 /// plan.slice_bytes` bytes.
 unsafe fn copy_block<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize], dst: *mut u8) {
-    // SAFETY: `data.offset` is inside `data.bytes` whenever a slice is read
-    // (checked view; no slice is read from an empty array).
+    // SAFETY: `data.offset <= data.bytes.len()` (checked view, even an empty
+    // one, whose rows are all zero-filled): within the slice or one past it.
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
     macro_rules! fixed {
         ($($w:literal)*) => {
@@ -598,7 +599,8 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
 ) -> Option<(usize, usize)> {
     let axes = axes.as_ref();
     let step = plan.index_rows[plan.index_rows.len() - 1].index_stride;
-    // SAFETY: `indices.offset` lies inside `indices.bytes` (checked view).
+    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
+    // empty one): the pointer stays within the slice or one past its end.
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
     let good = |r: usize, j: usize| {
         // SAFETY: row r < run of this run and position j < k of its tuple

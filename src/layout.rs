@@ -48,7 +48,9 @@ pub fn span(shape: &[usize], strides: &[isize], itemsize: usize) -> Option<(isiz
 
 impl<'a> ArrayView<'a> {
     /// Checks that every element of the view lies inside `bytes`, so the
-    /// kernels may index it without further bounds checks.
+    /// kernels may index it without further bounds checks, and that
+    /// `offset` lies within `bytes` (or just past it) even for an empty view,
+    /// so that `bytes.as_ptr().add(offset)` is always a valid pointer.
     pub fn check(&self, what: &str) -> Result<()> {
         if self.shape.len() != self.strides.len() {
             return Err(GatherError::InvalidArgument(format!(
@@ -59,6 +61,9 @@ impl<'a> ArrayView<'a> {
         }
         let bad =
             || GatherError::InvalidArgument(format!("{what} strides reach outside its buffer"));
+        if self.offset > self.bytes.len() {
+            return Err(bad());
+        }
         let (lo, len) = span(self.shape, self.strides, self.itemsize).ok_or_else(bad)?;
         if len == 0 {
             return Ok(());

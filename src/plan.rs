@@ -41,8 +41,9 @@ pub struct Plan<'a> {
     /// The copy walk: output rows in C order, coalesced.
     pub(crate) rows: Dims,
     pub(crate) n_rows: usize,
-    /// The validation walk: every stored index position once, in C order of
-    /// `indices` (the rows without gather's outer axes), coalesced.
+    /// The validation walk: every distinct stored index position once, in C
+    /// order of `indices` (the rows without gather's outer axes), coalesced;
+    /// see [`index_walk`].
     pub(crate) index_rows: Dims,
     pub(crate) n_index_rows: usize,
     /// How many leading axes of `indices` a flat index-row number unravels
@@ -109,6 +110,35 @@ impl Plan<'_> {
         self.out_bytes
             .saturating_add(reads.saturating_mul(self.index_type.itemsize()))
     }
+}
+
+/// How many positions of an axis of `indices` hold distinct stored values:
+/// one for a broadcast axis (stride 0, as `np.broadcast_to` makes), which may
+/// be of any length without a byte behind each position.
+pub(crate) fn distinct_positions(size: usize, stride: isize) -> usize {
+    if stride == 0 {
+        size.min(1)
+    } else {
+        size
+    }
+}
+
+/// The validation walk over the leading `rank` axes of `indices`: each
+/// broadcast axis at length 1 (see [`distinct_positions`]), so that an index
+/// is checked once however often it is broadcast. The first bad index in C
+/// order has coordinate 0 on every such axis, so a row of this walk, unravelled
+/// over the axes' distinct lengths, is still its exact position.
+fn index_walk(indices: &ArrayView<'_>, rank: usize) -> Dims {
+    coalesce(
+        indices.shape[..rank]
+            .iter()
+            .zip(indices.strides)
+            .map(|(&size, &index_stride)| Dim {
+                size: distinct_positions(size, index_stride),
+                data_stride: 0,
+                index_stride,
+            }),
+    )
 }
 
 fn invalid(msg: String) -> GatherError {
@@ -223,8 +253,8 @@ pub fn plan_gather_nd<'a>(
         index_type,
         out_shape,
         out_bytes,
-        index_rows: rows.clone(),
         rows,
+        index_rows: index_walk(&indices, q - 1),
         position_rank: q - 1,
         tuple,
         tuple_stride: indices.strides[q - 1],
@@ -292,21 +322,19 @@ pub fn plan_gather<'a>(
         data_stride: data.strides[i],
         index_stride: 0,
     });
-    let inner = || {
-        (b..is.len()).map(|i| Dim {
-            size: is[i],
-            data_stride: 0,
-            index_stride: indices.strides[i],
-        })
-    };
+    let inner = (b..is.len()).map(|i| Dim {
+        size: is[i],
+        data_stride: 0,
+        index_stride: indices.strides[i],
+    });
     Ok(finish(PlanParts {
         data,
         indices,
         index_type,
         out_shape,
         out_bytes,
-        rows: coalesce(batch.clone().chain(outer).chain(inner())),
-        index_rows: coalesce(batch.chain(inner())),
+        rows: coalesce(batch.chain(outer).chain(inner)),
+        index_rows: index_walk(&indices, is.len()),
         position_rank: is.len(),
         tuple: smallvec::smallvec![TupleAxis {
             axis: a,

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import ndgather
 import numpy as np
@@ -279,6 +280,48 @@ def test_set_num_threads_invalid(n: int) -> None:
     with pytest.raises(ValueError):
         ndgather.set_num_threads(n)
     assert ndgather.get_num_threads() == before
+
+
+BEYOND_INT64 = [2**63, -(2**63) - 1, 2**64, 2**100, -(2**100), np.uint64(2**64 - 1)]
+
+
+def _core_calls(v: object) -> dict[str, tuple[str, Callable[[], object]]]:
+    """Each function of the core, public or the opset wrappers' way in, given `v` for
+    one integer argument: name -> (parameter, call)."""
+    from ndgather import _core
+
+    d, i, i_nd = np.zeros((2, 3)), np.array([0, 1]), np.array([[0], [1]])
+    return {
+        "gather axis": ("axis", lambda: ndgather.gather(d, i, axis=v)),
+        "gather batch_dims": ("batch_dims", lambda: ndgather.gather(d, i, batch_dims=v)),
+        "gather_nd batch_dims": ("batch_dims", lambda: ndgather.gather_nd(d, i_nd, v)),
+        "gather_with_rules axis": (
+            "axis",
+            lambda: _core.gather_with_rules(d, i, v, 0, "raise", True),
+        ),
+        "gather_with_rules batch_dims": (
+            "batch_dims",
+            lambda: _core.gather_with_rules(d, i, 0, v, "raise", False),
+        ),
+        "gather_nd_with_rules batch_dims": (
+            "batch_dims",
+            lambda: _core.gather_nd_with_rules(d, i_nd, v, "zero", True),
+        ),
+        "set_num_threads": ("n", lambda: ndgather.set_num_threads(v)),
+    }
+
+
+@pytest.mark.parametrize("value", BEYOND_INT64, ids=repr)
+@pytest.mark.parametrize("call", list(_core_calls(0)))
+def test_integer_arguments_beyond_int64_are_value_errors(call: str, value: int) -> None:
+    """Not PyO3's OverflowError: a ValueError naming the parameter and the exact value."""
+    threads = ndgather.get_num_threads()
+    param, fn = _core_calls(value)[call]
+    with pytest.raises(ValueError) as ei:
+        fn()
+    assert not isinstance(ei.value, OverflowError)
+    assert f"{param}={int(value)}" in str(ei.value), str(ei.value)
+    assert ndgather.get_num_threads() == threads
 
 
 # --------------------------------------------------------------------------- TypeError

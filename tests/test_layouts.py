@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import ndgather
@@ -303,6 +304,66 @@ def test_zero_stride_indices() -> None:
     assert_same(ndgather.gather_nd(data, idx), gather_nd_fancy(data, np.ascontiguousarray(idx)))
     gi = np.broadcast_to(np.array(3, dtype=np.uint8), (2, 5))
     assert_same(ndgather.gather(data, gi, axis=1), gather_take(data, np.ascontiguousarray(gi), 1))
+
+
+def _broadcast(values: list[int], shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """int8 `values` viewed with `shape` and byte `strides` (0 on the broadcast axes)."""
+    store = np.array(values, dtype=np.int8)
+    return np.lib.stride_tricks.as_strided(store, shape=shape, strides=strides)
+
+
+def _at_once(fn: Callable[..., object], *args: object, **kwargs: object) -> object:
+    """`fn(*args, **kwargs)`, which must take well under a second: 2 s is the bound."""
+    start = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - start
+        assert elapsed < 2.0, f"took {elapsed:.1f} s"
+
+
+def test_huge_broadcast_indices_into_an_empty_output_return_at_once() -> None:
+    """2**33 positions of one stored index, for an output with no bytes: the index is
+    checked once, not once a position (which took 13 s here, and 2**40 minutes)."""
+    idx = _broadcast([0], (2**33,), (0,))
+    idx_nd = _broadcast([0], (2**33, 1), (0, 0))
+    data = np.zeros((5, 0), np.float32)
+    out = np.empty((2**33, 0), np.float32)
+    for mode in ("raise", "zero", "clip"):
+        for fn, i in ((ndgather.gather, idx), (ndgather.gather_nd, idx_nd)):
+            got = _at_once(fn, data, i, mode=mode)
+            assert isinstance(got, np.ndarray) and got.shape == (2**33, 0)
+            assert _at_once(fn, data, i, mode=mode, out=out) is out
+    # an empty outer axis (gather's rows are data.shape[:axis] x indices)
+    got = _at_once(ndgather.gather, np.zeros((0, 5)), idx, axis=1)
+    assert isinstance(got, np.ndarray) and got.shape == (0, 2**33)
+
+
+@pytest.mark.parametrize(
+    "values,shape,strides,position",
+    [
+        # 2**33 good positions come before the bad one in C order
+        ([-5, 7], (2, 2**33), (1, 0), "indices[1, 0]"),  # broadcast inner axis
+        ([0, 9, 1], (2, 3, 2**33), (0, 1, 0), "indices[0, 1, 0]"),  # outer and inner
+        ([0, 1, 4, 9, 2, 3], (3, 2**32, 2), (2, 0, 1), "indices[1, 0, 1]"),  # middle
+    ],
+)
+def test_bad_index_in_huge_broadcast_indices_is_found_at_once(
+    values: list[int], shape: tuple[int, ...], strides: tuple[int, ...], position: str
+) -> None:
+    """The first bad index in C order still has its exact position in the message."""
+    idx = _broadcast(values, shape, strides)
+    bad = f"index {max(values)} "
+    data = np.zeros((5, 0))
+    with pytest.raises(IndexError) as ei:
+        _at_once(ndgather.gather, data, idx, axis=0)
+    assert bad in str(ei.value) and position in str(ei.value), str(ei.value)
+    # gather_nd: the same values as 1-tuples
+    with pytest.raises(IndexError) as ei:
+        _at_once(ndgather.gather_nd, data, idx[..., np.newaxis])
+    assert bad in str(ei.value) and position in str(ei.value), str(ei.value)
+    with pytest.raises(IndexError):
+        _at_once(ndgather.gather, data, idx, out=np.empty((*shape, 0)))
 
 
 def test_large_strided_indices() -> None:

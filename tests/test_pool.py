@@ -99,6 +99,8 @@ def test_the_pool_limit_bounds_what_is_kept() -> None:
         assert ndgather.pool_bytes() == 0
         with pytest.raises(ValueError, match="limit"):
             ndgather.set_pool_limit(-1)
+        with pytest.raises(ValueError, match="nbytes"):
+            ndgather.set_pool_limit(2**64)
     finally:
         ndgather.set_pool_limit(limit)
 

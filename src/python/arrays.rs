@@ -235,6 +235,30 @@ pub(crate) fn check_out<'py>(
     Ok(arr.clone())
 }
 
+/// Where the buffer of a C-contiguous array starts and how many bytes it
+/// holds: raw, so that asking makes no reference to its memory.
+pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*mut u8, usize) {
+    // SAFETY: reading the data pointer of a live array; nothing is
+    // dereferenced through it here.
+    let data = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *mut u8 };
+    (data, a.len() * a.dtype().itemsize())
+}
+
+/// The bytes of a C-contiguous array, for reading.
+///
+/// # Safety
+/// `a` must be C-contiguous, and no mutable reference may alias its buffer
+/// for the returned lifetime.
+pub(crate) unsafe fn bytes<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a [u8] {
+    let (data, len) = raw_bytes(a);
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: contiguous buffer of `len` bytes starting at `data`, not
+    // written while the slice lives (caller).
+    unsafe { std::slice::from_raw_parts(data, len) }
+}
+
 /// The writable bytes of a C-contiguous array.
 ///
 /// # Safety
@@ -244,13 +268,10 @@ pub(crate) fn check_out<'py>(
 // caller's contract is what makes it unique.
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn bytes_mut<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
-    let len = a.len() * a.dtype().itemsize();
+    let (data, len) = raw_bytes(a);
     if len == 0 {
         return &mut [];
     }
     // SAFETY: contiguous buffer of `len` bytes starting at `data` (caller).
-    unsafe {
-        let data = (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *mut u8;
-        std::slice::from_raw_parts_mut(data, len)
-    }
+    unsafe { std::slice::from_raw_parts_mut(data, len) }
 }

@@ -4,14 +4,17 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
+use super::args::Int64;
+use super::arrays::{
+    bytes, bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view,
+};
 use super::objects::{assign, own_copied_references};
 use crate::{num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Output, Plan};
 
-/// Which operator, with its attributes.
+/// Which operator, with its attributes as Python passed them.
 pub(crate) enum Op {
-    GatherNd { batch_dims: i64 },
-    Gather { axis: i64, batch_dims: i64 },
+    GatherNd { batch_dims: Int64 },
+    Gather { axis: Int64, batch_dims: Int64 },
 }
 
 /// What the operator does with indices outside `[0, s)`.
@@ -39,8 +42,16 @@ pub(crate) fn gather<'py>(
     let (indices, index_type) = index_array(indices)?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = match op {
-        Op::GatherNd { batch_dims } => plan_gather_nd(dview, iview, index_type, batch_dims)?,
-        Op::Gather { axis, batch_dims } => plan_gather(dview, iview, index_type, axis, batch_dims)?,
+        Op::GatherNd { batch_dims } => {
+            plan_gather_nd(dview, iview, index_type, batch_dims.get("batch_dims")?)?
+        }
+        Op::Gather { axis, batch_dims } => plan_gather(
+            dview,
+            iview,
+            index_type,
+            axis.get("axis")?,
+            batch_dims.get("batch_dims")?,
+        )?,
     };
     if !rules.wrap_negative {
         plan = plan.reject_negative_indices();
@@ -119,19 +130,22 @@ fn copy_into(
         return assign(dst, src);
     }
     // SAFETY: `dst` is C-contiguous and writeable (check_out) and `src` is a
-    // fresh C-contiguous array of the same shape and dtype; distinct buffers.
-    let (to, from) = unsafe { (bytes_mut(dst), bytes_mut(src)) };
+    // fresh C-contiguous array of the same shape and dtype, only read here;
+    // distinct buffers.
+    let (to, from) = unsafe { (bytes_mut(dst), bytes(src)) };
     dst.py().detach(|| to.copy_from_slice(from));
     Ok(())
 }
 
-/// Whether the bytes of `target` meet those of any of `views`.
+/// Whether the bytes of `target` meet those of any of `views`: address
+/// ranges compared as numbers, with no reference made to `target`'s
+/// memory (which may be the memory the views borrow).
 fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
-    // SAFETY: only the address range is taken; nothing is read or written.
-    let t = unsafe { bytes_mut(target) };
-    let t = t.as_ptr_range();
+    let (start, len) = raw_bytes(target);
+    let t = start.addr()..start.addr().saturating_add(len);
     views.iter().any(|v| {
         let r = v.bytes.as_ptr_range();
-        !v.bytes.is_empty() && !t.is_empty() && r.start < t.end && t.start < r.end
+        let r = r.start.addr()..r.end.addr();
+        !r.is_empty() && !t.is_empty() && r.start < t.end && t.start < r.end
     })
 }

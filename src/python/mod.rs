@@ -1,6 +1,7 @@
 //! The Python extension `ndgather._core`. Functions here only convert:
 //! everything else goes through `gateway`.
 
+mod args;
 mod arrays;
 mod errors;
 mod gateway;
@@ -8,6 +9,7 @@ mod objects;
 
 use pyo3::prelude::*;
 
+use args::Int64;
 use gateway::{IndexRules, Op};
 
 use crate::GatherError;
@@ -35,11 +37,15 @@ use crate::GatherError;
 /// (clamped after negatives wrap). ``out``, if given, must be a writeable
 /// C-contiguous array of the result's shape and dtype; it is filled and
 /// returned, and left untouched on any error.
-#[pyfunction(name = "gather_nd", signature = (data, indices, batch_dims = 0, *, mode = "raise", out = None))]
+#[pyfunction(
+    name = "gather_nd",
+    signature = (data, indices, batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
+    text_signature = "(data, indices, batch_dims=0, *, mode=\"raise\", out=None)"
+)]
 fn gather_nd_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    batch_dims: i64,
+    batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -67,12 +73,16 @@ fn gather_nd_py<'py>(
 ///        [10,  6,  6]])
 ///
 /// ``mode`` and ``out`` work as in :func:`gather_nd`.
-#[pyfunction(name = "gather", signature = (data, indices, axis = 0, batch_dims = 0, *, mode = "raise", out = None))]
+#[pyfunction(
+    name = "gather",
+    signature = (data, indices, axis = Int64::Fits(0), batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
+    text_signature = "(data, indices, axis=0, batch_dims=0, *, mode=\"raise\", out=None)"
+)]
 fn gather_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    axis: i64,
-    batch_dims: i64,
+    axis: Int64,
+    batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -89,7 +99,7 @@ fn gather_py<'py>(
 fn gather_nd_with_rules_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    batch_dims: i64,
+    batch_dims: Int64,
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -106,8 +116,8 @@ fn gather_nd_with_rules_py<'py>(
 fn gather_with_rules_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    axis: i64,
-    batch_dims: i64,
+    axis: Int64,
+    batch_dims: Int64,
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -123,8 +133,8 @@ fn gather_with_rules_py<'py>(
 /// cores, and each thread reserves a stack). Other values are a
 /// ``ValueError``.
 #[pyfunction(name = "set_num_threads")]
-fn set_num_threads_py(n: i64) -> PyResult<()> {
-    Ok(crate::set_num_threads(n)?)
+fn set_num_threads_py(n: Int64) -> PyResult<()> {
+    Ok(crate::set_num_threads(n.get("n")?)?)
 }
 
 /// The number of threads large gathers use.
@@ -136,7 +146,8 @@ fn get_num_threads_py() -> usize {
 /// Sets the most bytes of freed large results ndgather keeps for reuse
 /// (``0`` turns the pool off), releasing at once what is over it.
 #[pyfunction(name = "set_pool_limit")]
-fn set_pool_limit_py(nbytes: i64) -> PyResult<()> {
+fn set_pool_limit_py(nbytes: Int64) -> PyResult<()> {
+    let nbytes = nbytes.get("nbytes")?;
     let bytes = usize::try_from(nbytes).map_err(|_| {
         GatherError::InvalidArgument(format!(
             "set_pool_limit: the limit must be a number of bytes >= 0, got {nbytes}"

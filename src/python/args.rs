@@ -1,0 +1,44 @@
+//! Integer arguments (`axis`, `batch_dims`, `n`): any Python int is
+//! accepted as such, and one outside the 64-bit range is a `ValueError`
+//! naming the parameter and the value, as every other out-of-range
+//! attribute is, rather than PyO3's `OverflowError`.
+
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::prelude::*;
+
+/// An integer argument as extracted: its value, or, for an int beyond
+/// `i64`, its decimal text until [`Int64::get`] names the parameter.
+pub(crate) enum Int64 {
+    Fits(i64),
+    Beyond(String),
+}
+
+impl Int64 {
+    /// The value, or a `ValueError` naming parameter `name` and the value.
+    pub(crate) fn get(self, name: &str) -> PyResult<i64> {
+        match self {
+            Int64::Fits(v) => Ok(v),
+            Int64::Beyond(v) => Err(PyValueError::new_err(format!(
+                "{name} must fit in a signed 64-bit integer, got {name}={v}"
+            ))),
+        }
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Int64 {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        match obj.extract::<i64>() {
+            Ok(v) => Ok(Int64::Fits(v)),
+            // Only an integer (an `__index__`) too large for i64 overflows;
+            // anything else keeps its TypeError.
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+                let value = py.import("operator")?.getattr("index")?.call1((obj,))?;
+                Ok(Int64::Beyond(value.str()?.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
