@@ -362,14 +362,6 @@ def test_bool_indices_type_error_even_for_bool_data_and_zero_size() -> None:
         ndgather.gather_nd(np.zeros((3, 4)), np.zeros((0, 2), dtype=bool))
 
 
-def test_keyword_only_mode_and_out() -> None:
-    data = np.arange(6).reshape(2, 3)
-    with pytest.raises(TypeError):
-        ndgather.gather_nd(data, [[0]], 0, "raise")  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        ndgather.gather(data, [0], 0, 0, "raise")  # type: ignore[misc]
-
-
 # --------------------------------------------------------------------------- overflow / memory
 
 
@@ -445,7 +437,8 @@ def test_huge_but_representable_output_is_memory_or_value_error() -> None:
     a, b, c = out.split()
     assert a == "MemoryError", out
     assert b == "MemoryError", out
-    assert c in ("MemoryError", "ValueError"), out
+    # 2**63 bytes fit in a 64-bit size, so they are an allocation NumPy refuses, like the others.
+    assert c == "MemoryError", out
 
 
 def test_errors_never_crash_on_object_data() -> None:

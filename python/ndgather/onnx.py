@@ -152,7 +152,8 @@ def gather_13(data: npt.ArrayLike, indices: npt.ArrayLike, axis: int = 0) -> Arr
 
 
 def __getattr__(name: str) -> Any:
-    # `reference_ops` needs the `onnx` package: built on first use only.
+    # `reference_ops` needs the `onnx` package: built on first use only. _onnx_reference
+    # imports this module back; the import here is lazy, so the cycle keeps onnx optional.
     if name == "reference_ops":
         from ndgather._onnx_reference import make_reference_ops
 
