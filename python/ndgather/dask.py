@@ -26,21 +26,23 @@ out-of-range index raises at compute time, with its position in the whole ``indi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
-from collections.abc import Hashable, Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Any
+from typing import Any, Literal
 
 import dask
 import dask.array as da
 import numpy as np
 import numpy.typing as npt
-from dask.array.core import normalize_chunks
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
+from dask.typing import Key
 from dask.utils import parse_bytes
 
 import ndgather
@@ -48,7 +50,7 @@ import ndgather
 __all__ = ["gather", "gather_nd"]
 
 Array = npt.NDArray[Any]
-Key = tuple[Hashable, ...]
+Mode = Literal["raise", "zero", "clip"]
 
 #: Axes longer than this resolve indices with NumPy arithmetic instead of lookup tables.
 _TABLE_LIMIT = 1 << 22
@@ -75,7 +77,8 @@ class _Spec:
     n_between: int
     data_shape: tuple[int, ...]
     dtype: np.dtype[Any]
-    mode: str
+    mode: Mode
+    given: tuple[int, int]  # axis and batch_dims as passed (ndgather's checks see these)
 
     @property
     def order(self) -> tuple[int, ...]:
@@ -101,10 +104,11 @@ def _stand_in(shape: Sequence[int]) -> Array:
     return np.broadcast_to(np.zeros((), np.uint8), tuple(shape))
 
 
-def _call(spec: _Spec, data: Array, indices: Any, mode: str) -> Array:
+def _call(spec: _Spec, data: Array, indices: Any, mode: Mode) -> Array:
+    axis, batch_dims = spec.given
     if spec.op == "gather_nd":
-        return ndgather.gather_nd(data, indices, spec.batch, mode=mode)
-    return ndgather.gather(data, indices, spec.indexed[0], spec.batch, mode=mode)
+        return ndgather.gather_nd(data, indices, batch_dims, mode=mode)
+    return ndgather.gather(data, indices, axis, batch_dims, mode=mode)
 
 
 def _patched(message: str, replacements: Sequence[tuple[str, str]]) -> str:
@@ -163,7 +167,7 @@ def _check_call(spec: _Spec, indices_shape: tuple[int, ...], indices_dtype: np.d
 
 
 def _make_spec(
-    op: str, data: da.Array, indices_shape: tuple[int, ...], axis: int, batch_dims: int, mode: str
+    op: str, data: da.Array, indices_shape: tuple[int, ...], axis: int, batch_dims: int, mode: Mode
 ) -> _Spec:
     r, q = data.ndim, len(indices_shape)
     indexed: tuple[int, ...] = ()
@@ -193,6 +197,7 @@ def _make_spec(
         data_shape=tuple(int(s) for s in data.shape),
         dtype=data.dtype,
         mode=mode,
+        given=(axis, batch_dims),
     )
 
 
@@ -218,7 +223,7 @@ class _OutOfRange(Exception):
     pass
 
 
-def _resolve_axis(column: Array, chunks: tuple[int, ...], mode: str) -> tuple[Array, Array]:
+def _resolve_axis(column: Array, chunks: tuple[int, ...], mode: Mode) -> tuple[Array, Array]:
     """Chunk number plus one (0: out of range, mode "zero") and position in the chunk of
     each index of ``column``, with ndgather's rules for negatives, "clip" and "zero"."""
     size = sum(chunks)
@@ -286,7 +291,8 @@ def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
     if k == 1 and groups < 65535:
         label = resolved[0][0]
         dtype = np.uint8 if groups < 255 else np.uint16
-        combined = label.astype(dtype, copy=False) - dtype(1)  # out of range: dtype max
+        # out of range (label 0) becomes the dtype's maximum
+        combined: Array = np.subtract(label, 1, dtype=dtype, casting="unsafe")
         zero = int(np.iinfo(dtype).max)
     else:
         combined64 = np.zeros(n, np.int64)
@@ -304,19 +310,25 @@ def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
     counts = np.bincount(combined, minlength=zero + 1)
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
-    local_dtype = np.result_type(np.int32, *(loc.dtype for _, loc in resolved))
-    tuples = np.empty((n, b + k), local_dtype)
-    if b:
-        per_batch = math.prod(tup.shape[b:-1])
-        coords = np.unravel_index(np.arange(n) // max(per_batch, 1), tup.shape[:b])
-        for i, c in enumerate(coords):
-            tuples[:, i] = c
-    for a, (_, loc) in enumerate(resolved):
-        tuples[:, b + a] = loc
+    if b + k == 1:
+        tuples = resolved[0][1][:, None]
+    else:
+        local_dtype = np.result_type(np.int32, *(loc.dtype for _, loc in resolved))
+        tuples = np.empty((n, b + k), local_dtype)
+        if b:
+            per_batch = math.prod(tup.shape[b:-1])
+            coords = np.unravel_index(np.arange(n) // max(per_batch, 1), tup.shape[:b])
+            for i, c in enumerate(coords):
+                tuples[:, i] = c
+        for a, (_, loc) in enumerate(resolved):
+            tuples[:, b + a] = loc
     inverse: Array | None = None
     if n and counts.max() < n:
         order = np.argsort(combined, kind="stable")
-        tuples = ndgather.gather(tuples, order, axis=0)
+        if b + k == 1:
+            tuples = ndgather.gather(resolved[0][1], order)[:, None]
+        else:
+            tuples = ndgather.gather(tuples, order, axis=0)
         inverse = np.empty(n, np.intp)
         inverse[order] = np.arange(n, dtype=np.intp)
     return _Plan(tuples, offsets, zero, inverse)
@@ -348,6 +360,56 @@ def _zero_rows(n: int, where: _Block) -> Array:
     return ndgather.gather(empty, np.zeros(n, np.intp), mode="zero")
 
 
+class _Scratch:
+    """Large scratch buffers kept for reuse, per process (as ndgather keeps its results'):
+    a fresh buffer of hundreds of MiB costs a page fault per 4 KiB on first write, more than
+    the copy into it. At most ``limit`` bytes are kept."""
+
+    def __init__(self, limit: int) -> None:
+        self._lock = threading.Lock()
+        self._free: list[Array] = []
+        self._limit = limit
+
+    def take(self, nbytes: int) -> Array:
+        with self._lock:
+            fits = [i for i, buf in enumerate(self._free) if nbytes <= buf.size <= 2 * nbytes]
+            if fits:
+                return self._free.pop(min(fits, key=lambda i: self._free[i].size))
+        return np.empty(nbytes, np.uint8)
+
+    def give(self, buf: Array) -> None:
+        with self._lock:
+            self._free.append(buf)
+            while sum(b.size for b in self._free) > self._limit:
+                self._free.pop(0)
+
+
+_SCRATCH = _Scratch(1 << 30)
+_SCRATCH_MIN = 1 << 20
+
+
+@contextlib.contextmanager
+def _concatenated(parts: list[Array]) -> Iterator[Array]:
+    """``np.concatenate(parts)``, in a reused buffer when it is large and holds no objects
+    (valid only inside the ``with``)."""
+    if len(parts) == 1:
+        yield parts[0]
+        return
+    first = parts[0]
+    shape = (sum(len(p) for p in parts),) + first.shape[1:]
+    nbytes = math.prod(shape) * first.dtype.itemsize
+    if first.dtype.hasobject or nbytes < _SCRATCH_MIN:
+        yield np.concatenate(parts, dtype=first.dtype)
+        return
+    buf = _SCRATCH.take(nbytes)
+    try:
+        cat = buf[:nbytes].view(first.dtype).reshape(shape)
+        np.concatenate(parts, out=cat)
+        yield cat
+    finally:
+        _SCRATCH.give(buf)
+
+
 def _assemble(pieces: list[Array], inverse: Array | None, zeros: int, where: _Block) -> Array:
     """Put the pieces (group order, then ``zeros`` zero rows) back in index order."""
     spec, tshape, cshape = where.spec, where.tuple_shape, where.carried_shape
@@ -361,12 +423,12 @@ def _assemble(pieces: list[Array], inverse: Array | None, zeros: int, where: _Bl
     elif inverse is None:
         rows = parts[0]
     else:
-        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if nb and b == 0:
-            # gather with axis > 0: the index axes go between the carried axes, in one go.
-            view = np.moveaxis(rows, 0, nb)
-            return ndgather.gather(view, inverse.reshape(tshape), axis=nb)
-        rows = ndgather.gather(rows, inverse, axis=0)
+        with _concatenated(parts) as cat:
+            if nb and b == 0:
+                # gather with axis > 0: the index axes go between the carried axes, in one go.
+                view = np.moveaxis(cat, 0, nb)
+                return ndgather.gather(view, inverse.reshape(tshape), axis=nb)
+            rows = ndgather.gather(cat, inverse, axis=0)
     result = rows.reshape(tshape + cshape)
     if nb:
         t = len(tshape)
@@ -412,9 +474,9 @@ def _as_dask(data: Any) -> da.Array:
         return data
     array = np.asarray(data)
     try:
-        return da.from_array(array, chunks="auto")
+        return da.from_array(array, chunks="auto")  # type: ignore[no-untyped-call,no-any-return]
     except (ValueError, NotImplementedError):  # object dtype: no size estimate
-        return da.from_array(array, chunks=-1)
+        return da.from_array(array, chunks=-1)  # type: ignore[no-untyped-call,no-any-return]
 
 
 def _known(array: da.Array, what: str) -> None:
@@ -432,15 +494,20 @@ def _index_chunks(
     spec: _Spec, data: da.Array, tshape: tuple[int, ...]
 ) -> tuple[tuple[int, ...], ...]:
     """Chunks for in-memory indices' tuple axes: the batch axes follow ``data``; the others
-    are sized so that an output block is about ``array.chunk-size`` (dask's "auto")."""
+    are cut so that an output block is at most dask's ``array.chunk-size`` (splitting the
+    leading axes first, so that a block is a contiguous run of tuples)."""
     b = spec.batch
-    carried = tuple(max(data.chunks[a], default=0) for a in spec.carried)
-    dtype = spec.dtype if spec.dtype != object else np.dtype(np.float64)
-    shape = tshape + tuple(data.shape[a] for a in spec.carried)
-    wanted = tuple(data.chunks[i] for i in range(b)) + ("auto",) * (len(tshape) - b) + carried
-    limit = parse_bytes(dask.config.get("array.chunk-size"))
-    chunks = normalize_chunks(wanted, shape=shape, limit=limit, dtype=dtype)
-    return tuple(chunks[: len(tshape)])
+    itemsize = 8 if spec.dtype.hasobject else max(spec.dtype.itemsize, 1)
+    row = itemsize * math.prod(max(data.chunks[a], default=1) or 1 for a in spec.carried)
+    row *= math.prod(max(data.chunks[i], default=1) or 1 for i in range(b))
+    budget = max(1, parse_bytes(dask.config.get("array.chunk-size")) // row)
+    rest: list[tuple[int, ...]] = []
+    fitted = 1
+    for n in reversed(tshape[b:]):
+        step = n if fitted * n <= budget else max(1, budget // fitted)
+        fitted *= step
+        rest.append((step,) * (n // step) + ((n % step,) if n % step else ()) if n else (0,))
+    return tuple(data.chunks[i] for i in range(b)) + tuple(reversed(rest))
 
 
 def _slices(chunks: tuple[tuple[int, ...], ...], index: tuple[int, ...]) -> tuple[slice, ...]:
@@ -481,7 +548,7 @@ def _build(
     indices: Any,
     axis: int,
     batch_dims: int,
-    mode: str,
+    mode: Mode,
 ) -> da.Array:
     data = _as_dask(data_like)
     _known(data, "data")
@@ -503,7 +570,7 @@ def _build(
         i: _common(data.chunks[i], idx.chunks[i]) if lazy else data.chunks[i] for i in range(b)
     }
     if any(common[i] != data.chunks[i] for i in range(b)):
-        data = data.rechunk(common)
+        data = data.rechunk(common)  # type: ignore[no-untyped-call]
     grid = tuple(data.chunks[a] for a in spec.indexed)
     cchunks = tuple(data.chunks[a] for a in spec.carried)
     token = tokenize(op, data, idx, spec)
@@ -546,14 +613,14 @@ def _build(
             where = _Block(spec, tuple_shape, tuple(cchunks[j][i] for j, i in enumerate(ci)))
             pieces = []
             for g in groups:
-                pkey = (pname, *ti, g, *ci)
+                pkey: Key = (pname, *ti, g, *ci)
                 dkey = _data_key(data, spec, ti, ggrid[g], ci)
                 if lazy:
                     graph[pkey] = (_planned_piece, dkey, plan_key, g, spec)
                 else:
                     graph[pkey] = (_piece, dkey, plan.group(g), spec)
                 pieces.append(pkey)
-            okey = (name, *key_index(ti, ci))
+            okey: Key = (name, *key_index(ti, ci))
             if lazy:
                 graph[okey] = (_planned_assemble, plan_key, pieces, where)
             else:
@@ -562,13 +629,13 @@ def _build(
 
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=deps)
     meta = np.empty((0,) * len(out_chunks), spec.dtype)
-    return da.Array(hlg, name, out_chunks, meta=meta)
+    return da.Array(hlg, name, out_chunks, meta=meta)  # type: ignore[no-untyped-call]
 
 
 # --------------------------------------------------------------------------- public API
 
 
-def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: str = "raise") -> da.Array:
+def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: Mode = "raise") -> da.Array:
     """:func:`ndgather.gather_nd` on a dask array, lazily, chunk by chunk.
 
     ``data`` is a :class:`dask.array.Array` (anything else is wrapped with
@@ -587,7 +654,7 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: str = "rais
 
 
 def gather(
-    data: Any, indices: Any, axis: int = 0, batch_dims: int = 0, *, mode: str = "raise"
+    data: Any, indices: Any, axis: int = 0, batch_dims: int = 0, *, mode: Mode = "raise"
 ) -> da.Array:
     """:func:`ndgather.gather` on a dask array, lazily, chunk by chunk.
 
