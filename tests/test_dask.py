@@ -368,7 +368,7 @@ def cluster_client() -> Iterator[Any]:
         dashboard_address=None,
         memory_limit="1GiB",
     )
-    client = distributed.Client(cluster)
+    client = distributed.Client(cluster, set_as_default=False)
     try:
         yield client
     finally:
@@ -408,3 +408,40 @@ def test_zarr_store(tmp_path: Any) -> None:
     _same(ngd.gather(x, ids).compute(), ndgather.gather(data, ids))
     pts = np.stack([rng.integers(0, 500, 999), rng.integers(0, 40, 999)], axis=-1)
     _same(ngd.gather_nd(x, pts).compute(), ndgather.gather_nd(data, pts))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_long_axes_without_lookup_tables(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    # Axes longer than _TABLE_LIMIT resolve indices with NumPy arithmetic: same results.
+    monkeypatch.setattr(ngd, "_TABLE_LIMIT", 0)
+    rng = np.random.default_rng(6)
+    data = rng.random((50, 7, 3))
+    x = da.from_array(data, chunks=(9, 2, 3))
+    lo, hi = (-50, 50) if mode == "raise" else (-60, 60)
+    for dtype in ("int8", "int64", "uint16", "uint64"):
+        pts = np.stack([rng.integers(lo, hi, 300), rng.integers(-7, 7, 300)], -1)
+        if dtype.startswith("u"):
+            pts = (pts % np.array([50, 7])).astype(dtype)
+            if mode != "raise":
+                pts[::7, 0] = 2**63 + 5 if dtype == "uint64" else 60000
+        pts = pts.astype(dtype)
+        for i in (pts, da.from_array(pts, chunks=(70, 2))):
+            _same(
+                ngd.gather_nd(x, i, mode=mode).compute(), ndgather.gather_nd(data, pts, mode=mode)
+            )
+    if mode != "zero":
+        with pytest.raises(IndexError) as info:
+            ngd.gather(x, [3, -51], mode="raise")
+        assert str(info.value) == _expect(ndgather.gather, data, [3, -51])[1]  # type: ignore[index]
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    tests = [t for fn in (ngd.gather, ngd.gather_nd) for t in finder.find(fn, module=ngd)]
+    assert len(tests) == 2
+    for test in tests:
+        runner.run(test)
+    assert runner.failures == 0
