@@ -295,18 +295,19 @@ def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
         combined: Array = np.subtract(label, 1, dtype=dtype, casting="unsafe")
         zero = int(np.iinfo(dtype).max)
     else:
-        combined64 = np.zeros(n, np.int64)
-        for (lab, _), count in zip(resolved, nch, strict=False):
-            combined64 *= count
-            combined64 += lab
-            combined64 -= 1
+        # C order over the grid of chunks; wide enough for every group and the zero group.
+        wide = np.uint16 if groups < 65535 else np.int64
+        combined = np.subtract(resolved[0][0], 1, dtype=wide, casting="unsafe")
+        for (lab, _), count in zip(resolved[1:], nch[1:], strict=True):
+            combined *= count
+            np.add(combined, lab, out=combined, casting="unsafe")
+            combined -= 1
         zero = groups
         if spec.mode == "zero":
-            out = np.zeros(n, bool)
-            for lab, _ in resolved:
+            out = resolved[0][0] == 0
+            for lab, _ in resolved[1:]:
                 out |= lab == 0
-            combined64[out] = zero
-        combined = combined64.astype(np.uint16) if zero < 65535 else combined64
+            combined[out] = zero
     counts = np.bincount(combined, minlength=zero + 1)
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
