@@ -279,25 +279,33 @@ class _Plan:
         return int(self.offsets[g + 1] - self.offsets[g])
 
 
-def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
-    """Group the tuples ``tup`` (shape ``T + (k,)``) of one index chunk by the chunk of
-    ``grid`` (the chunks of the indexed axes) they fall in. Raises :class:`_OutOfRange`."""
+@dataclass
+class _Grouped:
+    """One index chunk's tuples, chunk-local and in index order, with their group."""
+
+    tuples: Array
+    groups: Array
+    zero_group: int
+    counts: Array
+
+
+def _group(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Grouped:
+    """Resolve the tuples ``tup`` (shape ``T + (k,)``) of one index chunk to the chunk of
+    ``grid`` (the chunks of the indexed axes) they fall in and their position there.
+    Raises :class:`_OutOfRange`."""
     b, k = spec.batch, len(spec.indexed)
     n = math.prod(tup.shape[:-1])
     flat = tup.reshape(n, k)
     nch = [len(c) for c in grid]
     groups = math.prod(nch)
     resolved = [_resolve_axis(flat[:, a], grid[a], spec.mode) for a in range(k)]
-    if k == 1 and groups < 65535:
-        label = resolved[0][0]
-        dtype = np.uint8 if groups < 255 else np.uint16
-        # out of range (label 0) becomes the dtype's maximum
-        combined: Array = np.subtract(label, 1, dtype=dtype, casting="unsafe")
-        zero = int(np.iinfo(dtype).max)
+    # Groups are data chunks in C order over the grid; the zero group (out of range in mode
+    # "zero") comes last. Small dtypes: NumPy's stable argsort is a radix sort for them.
+    wide = np.uint8 if groups < 255 else np.uint16 if groups < 65535 else np.int64
+    combined: Array = np.subtract(resolved[0][0], 1, dtype=wide, casting="unsafe")
+    if k == 1 and wide is not np.int64:
+        zero = int(np.iinfo(wide).max)  # label 0 - 1 wraps around to it
     else:
-        # C order over the grid of chunks; wide enough for every group and the zero group.
-        wide = np.uint16 if groups < 65535 else np.int64
-        combined = np.subtract(resolved[0][0], 1, dtype=wide, casting="unsafe")
         for (lab, _), count in zip(resolved[1:], nch[1:], strict=True):
             combined *= count
             np.add(combined, lab, out=combined, casting="unsafe")
@@ -309,8 +317,6 @@ def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
                 out |= lab == 0
             combined[out] = zero
     counts = np.bincount(combined, minlength=zero + 1)
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
     if b + k == 1:
         tuples = resolved[0][1][:, None]
     else:
@@ -323,16 +329,30 @@ def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
                 tuples[:, i] = c
         for a, (_, loc) in enumerate(resolved):
             tuples[:, b + a] = loc
+    return _Grouped(tuples, combined, zero, counts)
+
+
+def _order(grouped: _Grouped) -> _Plan:
+    """Sort the tuples by group (stable: a counting sort) and note how to undo it."""
+    counts, tuples = grouped.counts, grouped.tuples
+    n = len(tuples)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
     inverse: Array | None = None
     if n and counts.max() < n:
-        order = np.argsort(combined, kind="stable")
-        if b + k == 1:
-            tuples = ndgather.gather(resolved[0][1], order)[:, None]
+        order = np.argsort(grouped.groups, kind="stable")
+        if tuples.shape[1] == 1:
+            tuples = ndgather.gather(tuples[:, 0], order)[:, None]
         else:
             tuples = ndgather.gather(tuples, order, axis=0)
         inverse = np.empty(n, np.intp)
         inverse[order] = np.arange(n, dtype=np.intp)
-    return _Plan(tuples, offsets, zero, inverse)
+    return _Plan(tuples, offsets, grouped.zero_group, inverse)
+
+
+def _plan(spec: _Spec, tup: Array, grid: tuple[tuple[int, ...], ...]) -> _Plan:
+    """:func:`_group`, then :func:`_order`."""
+    return _order(_group(spec, tup, grid))
 
 
 # --------------------------------------------------------------------------- the tasks
@@ -577,6 +597,7 @@ def _build(
     token = tokenize(op, data, idx, spec)
     name = f"{op}-{token}"
     pname = f"{op}-piece-{token}"
+    plname = f"{op}-plan-{token}"
     graph: dict[Key, Any] = {}
     deps: list[Any] = [data]
     cgrid = list(product(*(range(len(c)) for c in cchunks)))
@@ -586,7 +607,6 @@ def _build(
         tup = tup.rechunk({**common, tup.ndim - 1: -1})
         tchunks = tuple(tup.chunks[:-1])
         deps.append(tup)
-        plname = f"{op}-plan-{token}"
     else:
         tchunks = _index_chunks(spec, data, tshape)
 
@@ -601,7 +621,7 @@ def _build(
             groups = list(range(len(ggrid)))
         else:
             try:
-                plan = _plan(spec, tup[sl], grid)
+                grouped = _group(spec, tup[sl], grid)
             except _OutOfRange:
                 error = _index_error(spec, idx)
                 if error is None:  # pragma: no cover
@@ -609,24 +629,19 @@ def _build(
                         "an index was out of range but ndgather accepts it"
                     ) from None
                 raise error from None
-            groups = [g for g in range(len(ggrid)) if plan.count(g)]
+            plan_key = (plname, *ti)
+            graph[plan_key] = (_order, grouped)  # the sort runs as a task, in parallel
+            groups = [g for g in range(len(ggrid)) if grouped.counts[g]]
         for ci in cgrid:
             where = _Block(spec, tuple_shape, tuple(cchunks[j][i] for j, i in enumerate(ci)))
             pieces = []
             for g in groups:
                 pkey: Key = (pname, *ti, g, *ci)
                 dkey = _data_key(data, spec, ti, ggrid[g], ci)
-                if lazy:
-                    graph[pkey] = (_planned_piece, dkey, plan_key, g, spec)
-                else:
-                    graph[pkey] = (_piece, dkey, plan.group(g), spec)
+                graph[pkey] = (_planned_piece, dkey, plan_key, g, spec)
                 pieces.append(pkey)
             okey: Key = (name, *key_index(ti, ci))
-            if lazy:
-                graph[okey] = (_planned_assemble, plan_key, pieces, where)
-            else:
-                zeros = plan.count(plan.zero_group)
-                graph[okey] = (_assemble, pieces, plan.inverse, zeros, where)
+            graph[okey] = (_planned_assemble, plan_key, pieces, where)
 
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=deps)
     meta = np.empty((0,) * len(out_chunks), spec.dtype)
