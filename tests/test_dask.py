@@ -456,3 +456,17 @@ def test_readme_example_runs() -> None:
     code = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert code, "no example in the README's dask section"
     exec(compile(code[0], "README.md", "exec"), {})
+
+
+def test_large_pieces_use_the_reused_buffers() -> None:
+    # Reassemblies above 1 MiB go through the scratch buffers: same bytes, twice in a row.
+    rng = np.random.default_rng(7)
+    data = rng.random((20_000, 64), dtype=np.float32)
+    x = da.from_array(data, chunks=(3_000, 64))
+    for _ in range(2):
+        ids = rng.integers(-20_000, 20_000, 30_000)
+        _same(ngd.gather(x, ids).compute(), ndgather.gather(data, ids))
+    rec = np.zeros(5_000, [("a", "<i8"), ("b", ">f4", (40,))])
+    rec["a"] = np.arange(5_000)
+    ids = rng.integers(0, 5_000, 9_000)
+    _same(ngd.gather(da.from_array(rec, chunks=700), ids).compute(), ndgather.gather(rec, ids))

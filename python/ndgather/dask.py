@@ -425,7 +425,12 @@ def _concatenated(parts: list[Array]) -> Iterator[Array]:
     buf = _SCRATCH.take(nbytes)
     try:
         cat = buf[:nbytes].view(first.dtype).reshape(shape)
-        np.concatenate(parts, out=cat)
+        # ndgather copies on its threads: faster than np.concatenate's one.
+        rows = np.arange(max(len(p) for p in parts), dtype=np.intp)
+        start = 0
+        for p in parts:
+            ndgather.gather(p, rows[: len(p)], out=cat[start : start + len(p)])
+            start += len(p)
         yield cat
     finally:
         _SCRATCH.give(buf)
