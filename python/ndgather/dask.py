@@ -52,6 +52,9 @@ __all__ = ["gather", "gather_nd"]
 Array = npt.NDArray[Any]
 Mode = Literal["raise", "zero", "clip"]
 
+#: In-memory indices are cut into chunks of at most this many tuples: planning a chunk
+#: (resolve, sort, inverse) then runs in the caches, and chunks plan in parallel.
+_MAX_TUPLES = 1 << 19
 #: Axes longer than this resolve indices with NumPy arithmetic instead of lookup tables.
 _TABLE_LIMIT = 1 << 22
 
@@ -520,13 +523,15 @@ def _index_chunks(
     spec: _Spec, data: da.Array, tshape: tuple[int, ...]
 ) -> tuple[tuple[int, ...], ...]:
     """Chunks for in-memory indices' tuple axes: the batch axes follow ``data``; the others
-    are cut so that an output block is at most dask's ``array.chunk-size`` (splitting the
-    leading axes first, so that a block is a contiguous run of tuples)."""
+    are cut so that an output block is at most dask's ``array.chunk-size`` and holds at most
+    ``_MAX_TUPLES`` tuples (splitting the leading axes first, so that a block is a
+    contiguous run of tuples)."""
     b = spec.batch
     itemsize = 8 if spec.dtype.hasobject else max(spec.dtype.itemsize, 1)
     row = itemsize * math.prod(max(data.chunks[a], default=1) or 1 for a in spec.carried)
-    row *= math.prod(max(data.chunks[i], default=1) or 1 for i in range(b))
-    budget = max(1, parse_bytes(dask.config.get("array.chunk-size")) // row)
+    batch = math.prod(max(data.chunks[i], default=1) or 1 for i in range(b))
+    limit = parse_bytes(dask.config.get("array.chunk-size"))
+    budget = max(1, min(limit // (row * batch), _MAX_TUPLES // batch))
     rest: list[tuple[int, ...]] = []
     fitted = 1
     for n in reversed(tshape[b:]):
