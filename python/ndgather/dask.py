@@ -408,7 +408,7 @@ class _Scratch:
                 self._free.pop(0)
 
 
-_SCRATCH = _Scratch(1 << 30)
+_SCRATCH = _Scratch(1 << 28)
 _SCRATCH_MIN = 1 << 20
 
 
