@@ -9,16 +9,16 @@ How (per chunk of ``indices``):
 
 1. every index tuple is resolved to the chunk of ``data`` it falls in and to its position
    inside that chunk (ndgather itself resolves negatives, clips and spots out-of-range
-   indices, through small per-axis lookup tables), and the tuples are grouped by chunk with a
-   stable counting sort (linear in the number of tuples);
+   indices, through small per-axis lookup tables), and a task sorts the tuples by chunk,
+   stably (NumPy's radix argsort of the small chunk numbers: linear in the tuples);
 2. one task per touched ``data`` chunk gathers its group with :func:`ndgather.gather_nd`;
 3. one task per output chunk puts the pieces back in index order with :func:`ndgather.gather`
    (the pieces are read as a few forward streams, not at random).
 
-With NumPy indices all of this is planned when the function is called: indices are checked
+With NumPy indices step 1's resolution runs when the function is called: indices are checked
 then (an out-of-range index raises the in-memory function's exact ``IndexError``), and the
 graph holds only the (index chunk, data chunk) pairs that some index touches, so chunks of
-``data`` that no index touches are never read. With dask indices the plan is a task per
+``data`` that no index touches are never read. With dask indices all of step 1 is a task per
 index chunk; which chunks are touched is known only then, so every pair is in the graph
 (untouched pairs gather nothing, but their ``data`` chunk is still computed), and an
 out-of-range index raises at compute time, with its position in the whole ``indices``.
