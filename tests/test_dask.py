@@ -281,6 +281,9 @@ def test_indices_errors_at_call_time() -> None:
         (ngd.gather, ndgather.gather, (np.zeros(2, bool),), {}),
         (ngd.gather, ndgather.gather, (np.zeros(2, np.int64),), {"mode": "wrap"}),
         (ngd.gather_nd, ndgather.gather_nd, (np.zeros((), np.int64),), {}),
+        (ngd.gather_nd, ndgather.gather_nd, (np.zeros((2, 1), np.int64),), {"batch_dims": 1.0}),
+        (ngd.gather, ndgather.gather, (np.zeros(2, np.int64),), {"axis": 1.5}),
+        (ngd.gather, ndgather.gather, (np.zeros(2, np.int64),), {"mode": 3}),
     ]
     for ours, theirs, args, kwargs in bad:
         want = _expect(theirs, data, *args, **kwargs)

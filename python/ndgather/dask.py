@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -176,13 +177,21 @@ def _make_spec(
     indexed: tuple[int, ...] = ()
     carried: tuple[int, ...] = ()
     b = n_between = 0
-    if op == "gather_nd":
+    given = (axis, batch_dims)
+    try:
+        axis, batch_dims = operator.index(axis), operator.index(batch_dims)
+        integers = True
+    except TypeError:  # not integers: ndgather says why (see _check_call)
+        integers = False
+    if not integers:
+        pass
+    elif op == "gather_nd":
         k = indices_shape[-1] if q else 0
         if r and q and 0 <= batch_dims < min(r, q) and 1 <= k <= r - batch_dims:
             b = batch_dims
             indexed = tuple(range(b, b + k))
             carried = tuple(range(b + k, r))
-    else:
+    elif op == "gather":
         a = axis + r if axis < 0 else axis
         b = batch_dims + q if batch_dims < 0 else batch_dims
         if 0 <= a < r and 0 <= b <= min(q, a):
@@ -200,7 +209,7 @@ def _make_spec(
         data_shape=tuple(int(s) for s in data.shape),
         dtype=data.dtype,
         mode=mode,
-        given=(axis, batch_dims),
+        given=given,
     )
 
 
