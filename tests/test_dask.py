@@ -235,6 +235,11 @@ def test_graph_grows_with_touched_pairs_not_points() -> None:
     near = np.stack([np.full(1000, 5), np.arange(1000) + 1000], axis=-1)
     r = ngd.gather_nd(x, near)
     assert len(r.dask) - len(x.dask) == 1 + 2 + 1
+    # 10^8 chunks, two points: the graph (and the time to build it) follows the points' chunks
+    huge = da.zeros((100_000, 100_000), np.uint8, chunks=10)
+    r = ngd.gather_nd(huge, [[5, 7], [99_999, -3]])
+    assert len(r.dask.layers[r.name]) == 1 + 2 + 1
+    _same(r.compute(), np.zeros(2, np.uint8))
     # dask indices: every (index chunk, data chunk) pair, plus a plan and an output per chunk
     lazy = da.from_array(pts[:1000], chunks=(250, 2))
     r = ngd.gather_nd(x, lazy)

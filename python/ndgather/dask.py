@@ -620,7 +620,8 @@ def _build(
     graph: dict[Key, Any] = {}
     deps: list[Any] = [data]
     cgrid = list(product(*(range(len(c)) for c in cchunks)))
-    ggrid = list(product(*(range(len(c)) for c in grid)))
+    nch = tuple(len(c) for c in grid)
+    ngroups = math.prod(nch)
 
     if lazy:
         tup = tup.rechunk({**common, tup.ndim - 1: -1})
@@ -637,7 +638,7 @@ def _build(
             offset = tuple(s.start for s in sl)
             plan_key: Key = (plname, *ti)
             graph[plan_key] = (_plan_task, (tup.name, *ti, 0), spec, _IndexChunk(grid, offset))
-            groups = list(range(len(ggrid)))
+            groups = list(range(ngroups))
         else:
             try:
                 grouped = _group(spec, tup[sl], grid)
@@ -650,13 +651,14 @@ def _build(
                 raise error from None
             plan_key = (plname, *ti)
             graph[plan_key] = (_order, grouped)  # the sort runs as a task, in parallel
-            groups = [g for g in range(len(ggrid)) if grouped.counts[g]]
+            groups = np.flatnonzero(grouped.counts[:ngroups]).tolist()
         for ci in cgrid:
             where = _Block(spec, tuple_shape, tuple(cchunks[j][i] for j, i in enumerate(ci)))
             pieces = []
             for g in groups:
                 pkey: Key = (pname, *ti, g, *ci)
-                dkey = _data_key(data, spec, ti, ggrid[g], ci)
+                gi = tuple(int(i) for i in np.unravel_index(g, nch)) if nch else ()
+                dkey = _data_key(data, spec, ti, gi, ci)
                 graph[pkey] = (_planned_piece, dkey, plan_key, g, spec)
                 pieces.append(pkey)
             okey: Key = (name, *key_index(ti, ci))
