@@ -224,7 +224,7 @@ def test_numpy_data_and_lists_are_accepted() -> None:
 
 def test_graph_grows_with_touched_pairs_not_points() -> None:
     # 2M points over 16 chunks of a (4096, 4096) array: a few dozen tasks, not thousands.
-    x = da.zeros((4096, 4096), np.float32, chunks=1024)
+    x = da.zeros((4096, 4096), dtype=np.float32, chunks=1024)
     pts = np.random.default_rng(0).integers(0, 4096, (2_000_000, 2))
     r = ngd.gather_nd(x, pts)
     ours = len(r.dask) - len(x.dask)
@@ -236,7 +236,7 @@ def test_graph_grows_with_touched_pairs_not_points() -> None:
     r = ngd.gather_nd(x, near)
     assert len(r.dask) - len(x.dask) == 1 + 2 + 1
     # 10^8 chunks, two points: the graph (and the time to build it) follows the points' chunks
-    huge = da.zeros((100_000, 100_000), np.uint8, chunks=10)
+    huge = da.zeros((100_000, 100_000), dtype=np.uint8, chunks=10)
     r = ngd.gather_nd(huge, [[5, 7], [99_999, -3]])
     assert len(r.dask.layers[r.name]) == 1 + 2 + 1
     _same(r.compute(), np.zeros(2, np.uint8))
@@ -339,7 +339,7 @@ def test_dask_indices_stay_lazy() -> None:
     def boom(block: np.ndarray) -> np.ndarray:
         raise RuntimeError("indices computed")
 
-    idx = da.zeros((4, 1), np.int64, chunks=2).map_blocks(boom, dtype=np.int64)
+    idx = da.zeros((4, 1), dtype=np.int64, chunks=2).map_blocks(boom, dtype=np.int64)
     r = ngd.gather_nd(da.arange(10, chunks=3), idx)  # builds the graph only
     assert r.shape == (4,)
     with pytest.raises(RuntimeError, match="indices computed"):

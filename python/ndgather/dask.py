@@ -48,6 +48,16 @@ from dask.utils import parse_bytes
 
 import ndgather
 
+_Task: Any
+_TaskRef: Any
+_TaskList: Any
+try:  # dask >= 2024.12: task objects; the graph is then culled without listing every key
+    from dask._task_spec import List as _TaskList
+    from dask._task_spec import Task as _Task
+    from dask._task_spec import TaskRef as _TaskRef
+except ImportError:  # pragma: no cover (older dask: tuple tasks)
+    _Task = _TaskRef = _TaskList = None
+
 __all__ = ["gather", "gather_nd"]
 
 Array = npt.NDArray[Any]
@@ -507,6 +517,21 @@ def _plan_task(tup: Array, spec: _Spec, chunk: _IndexChunk) -> _Plan:
 # --------------------------------------------------------------------------- the graph
 
 
+def _ref(key: Key) -> Any:
+    """A reference to the output of task ``key``, as an argument of another task."""
+    return key if _TaskRef is None else _TaskRef(key)
+
+
+def _refs(keys: Sequence[Key]) -> Any:
+    """References to the outputs of ``keys``, as one list argument of another task."""
+    return list(keys) if _TaskList is None else _TaskList(*(_TaskRef(k) for k in keys))
+
+
+def _task(key: Key, fn: Any, *args: Any) -> Any:
+    """The task ``key``: ``fn(*args)``, arguments made with :func:`_ref` replaced by values."""
+    return (fn, *args) if _Task is None else _Task(key, fn, *args)
+
+
 def _as_dask(data: Any) -> da.Array:
     if isinstance(data, da.Array):
         return data
@@ -637,7 +662,9 @@ def _build(
         if lazy:
             offset = tuple(s.start for s in sl)
             plan_key: Key = (plname, *ti)
-            graph[plan_key] = (_plan_task, (tup.name, *ti, 0), spec, _IndexChunk(grid, offset))
+            graph[plan_key] = _task(
+                plan_key, _plan_task, _ref((tup.name, *ti, 0)), spec, _IndexChunk(grid, offset)
+            )
             groups = list(range(ngroups))
         else:
             try:
@@ -650,7 +677,7 @@ def _build(
                     ) from None
                 raise error from None
             plan_key = (plname, *ti)
-            graph[plan_key] = (_order, grouped)  # the sort runs as a task, in parallel
+            graph[plan_key] = _task(plan_key, _order, grouped)  # sorts run as tasks, in parallel
             groups = np.flatnonzero(grouped.counts[:ngroups]).tolist()
         for ci in cgrid:
             where = _Block(spec, tuple_shape, tuple(cchunks[j][i] for j, i in enumerate(ci)))
@@ -659,10 +686,10 @@ def _build(
                 pkey: Key = (pname, *ti, g, *ci)
                 gi = tuple(int(i) for i in np.unravel_index(g, nch)) if nch else ()
                 dkey = _data_key(data, spec, ti, gi, ci)
-                graph[pkey] = (_planned_piece, dkey, plan_key, g, spec)
+                graph[pkey] = _task(pkey, _planned_piece, _ref(dkey), _ref(plan_key), g, spec)
                 pieces.append(pkey)
             okey: Key = (name, *key_index(ti, ci))
-            graph[okey] = (_planned_assemble, plan_key, pieces, where)
+            graph[okey] = _task(okey, _planned_assemble, _ref(plan_key), _refs(pieces), where)
 
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=deps)
     meta = np.empty((0,) * len(out_chunks), spec.dtype)
