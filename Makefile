@@ -10,8 +10,9 @@ BENCH_JSON = bench-results/compare_numpy.json
 PEERS_JSON = bench-results/compare.json
 PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
+DASK_JSON = bench-results/dask.json
 
-.PHONY: dev test lint bench bench-readme bench-peers bench-access
+.PHONY: dev test lint bench bench-readme bench-peers bench-access bench-dask
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -51,3 +52,8 @@ bench-peers:
 ## copy limits (how much of the time is where the reads land); the table goes into README.md
 bench-access:
 	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --readme README.md
+
+## bench-dask: ndgather.dask against dask's own gathers and in-memory ndgather (pip install
+## ".[dask]"), threaded scheduler and a 2-process LocalCluster; the table goes into README.md
+bench-dask:
+	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --readme README.md

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""ndgather.dask against dask's own gathers and against in-memory ndgather (issue 11).
+
+Cases (all float32, random indices, fixed seed):
+
+* ``rows``: 1M random row ids into a (1M, 64) array in 10 chunks of rows (Gather, axis 0);
+* ``points``: 2M random points into a (4096, 4096) array in 1024x1024 chunks (GatherND);
+* ``tokens_b1``: 512 of 2048 rows of 1 KiB per batch, 64 batches, ``batch_dims=1``
+  (GatherND), data in (8, 512, 256) chunks;
+* ``zarr_rows``: 200k random row ids into a (1M, 16) zarr store on disk in 10 chunks of
+  rows, read each call (not persisted).
+
+Candidates, each checked equal to in-memory ndgather before timing, then timed in
+interleaved rounds (``timing.py``) with the threaded scheduler; every dask call includes
+building the graph and ``.compute()``:
+
+* ``ndgather.dask``: :func:`ndgather.dask.gather` / ``gather_nd`` with NumPy indices, on the
+  persisted array (zarr: on the store, and also on the persisted array);
+* ``dask <idiom>``: ``x.vindex[...]``, ``x[ids]``, ``da.take``: every one that applies;
+* ``ndgather``: the in-memory function on the same data as a NumPy array;
+* ``rows`` only: ``ndgather.dask`` on a ``distributed.LocalCluster`` of 2 worker processes
+  (1 thread each), data persisted on the workers, the result fetched to the client.
+
+    python benches/dask_gather.py                       # every case, 5 rounds
+    python benches/dask_gather.py --quick               # tiny sizes, 2 rounds (CI)
+    python benches/dask_gather.py --json bench-results/dask.json --readme README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.array as da
+import ndgather
+import ndgather.dask as ngd
+import numpy as np
+from report import (
+    describe_machine,
+    fmt_ratio,
+    fmt_seconds,
+    machine_info,
+    markdown_table,
+    text_table,
+    update_readme,
+)
+from timing import Call, run_interleaved
+
+README_BEGIN = "<!-- dask table -->"
+README_END = "<!-- /dask table -->"
+SEED = 11
+GOAL_DASK, GOAL_MEMORY = 0.2, 1.5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    op: str  # "gather" (axis 0) or "gather_nd"
+    data_shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    indices_shape: tuple[int, ...]
+    batch_dims: int = 0
+    zarr: bool = False
+    cluster: bool = False
+
+    def quick(self) -> Case:
+        def shrink(shape: tuple[int, ...], by: int) -> tuple[int, ...]:
+            return tuple(max(1, s // by) if s > 64 else s for s in shape)
+
+        data = shrink(self.data_shape, 64)
+        chunks = tuple(min(c, max(1, c // 64)) if c > 64 else c for c in self.chunks)
+        indices = shrink(self.indices_shape, 256)
+        if self.batch_dims:
+            indices = data[: self.batch_dims] + indices[self.batch_dims :]
+        return Case(
+            self.name,
+            self.description,
+            self.op,
+            data,
+            chunks,
+            indices,
+            self.batch_dims,
+            self.zarr,
+            self.cluster,
+        )
+
+
+CASES = (
+    Case(
+        "rows",
+        "1M random ids into (1M, 64) float32 in 10 chunks",
+        "gather",
+        (1_000_000, 64),
+        (100_000, 64),
+        (1_000_000,),
+        cluster=True,
+    ),
+    Case(
+        "points",
+        "2M random points into (4096, 4096) float32 in 1024x1024 chunks",
+        "gather_nd",
+        (4096, 4096),
+        (1024, 1024),
+        (2_000_000, 2),
+    ),
+    Case(
+        "tokens_b1",
+        "batch_dims=1: 512 of 2048 rows of 1 KiB per batch, 64 batches, 32 chunks",
+        "gather_nd",
+        (64, 2048, 256),
+        (8, 512, 256),
+        (64, 512, 1),
+        batch_dims=1,
+    ),
+    Case(
+        "zarr_rows",
+        "200k random ids into a (1M, 16) float32 zarr store in 10 chunks, read each call",
+        "gather",
+        (1_000_000, 16),
+        (100_000, 16),
+        (200_000,),
+        zarr=True,
+    ),
+)
+
+
+def build(case: Case, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    data = rng.random(case.data_shape, dtype=np.float32)
+    if case.op == "gather":
+        return data, rng.integers(0, case.data_shape[0], case.indices_shape)
+    b = case.batch_dims
+    k = case.indices_shape[-1]
+    cols = [rng.integers(0, s, case.indices_shape[:-1]) for s in case.data_shape[b : b + k]]
+    return data, np.stack(cols, axis=-1)
+
+
+def dask_idioms(case: Case, x: Any, idx: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """dask's own ways to the same result, each a full call (graph and compute)."""
+    if case.op == "gather":
+        return {
+            "dask vindex": lambda: x.vindex[idx].compute(),
+            "dask x[ids]": lambda: x[idx].compute(),
+            "dask da.take": lambda: da.take(x, idx, axis=0).compute(),
+        }
+    b = case.batch_dims
+    if b == 0:
+        cols = tuple(idx[..., a] for a in range(idx.shape[-1]))
+        return {"dask vindex": lambda: x.vindex[cols].compute()}
+    batch = np.arange(idx.shape[0]).reshape((-1,) + (1,) * (idx.ndim - 2))
+    cols = (batch,) + tuple(idx[..., a] for a in range(idx.shape[-1]))
+    return {"dask vindex": lambda: x.vindex[cols].compute()}
+
+
+def ours(case: Case, x: Any, idx: np.ndarray) -> Callable[[], Any]:
+    if case.op == "gather":
+        return lambda: ngd.gather(x, idx).compute()
+    return lambda: ngd.gather_nd(x, idx, case.batch_dims).compute()
+
+
+def in_memory(case: Case, data: np.ndarray, idx: np.ndarray) -> Callable[[], Any]:
+    if case.op == "gather":
+        return lambda: ndgather.gather(data, idx)
+    return lambda: ndgather.gather_nd(data, idx, case.batch_dims)
+
+
+def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str, Any]:
+    rng = np.random.default_rng(SEED)
+    data, idx = build(case, rng)
+    x = da.from_array(data, chunks=case.chunks).persist()
+    calls: dict[str, Callable[[], Any]] = {"ndgather": in_memory(case, data, idx)}
+    calls["ndgather.dask"] = ours(case, x, idx)
+    if case.zarr:
+        path = str(workdir / f"{case.name}.zarr")
+        da.from_array(data, chunks=case.chunks).to_zarr(path, overwrite=True)
+        z = da.from_zarr(path)
+        calls["ndgather.dask"] = ours(case, z, idx)
+        calls["ndgather.dask persisted"] = ours(case, x, idx)
+        idioms = dask_idioms(case, z, idx)
+    else:
+        idioms = dask_idioms(case, x, idx)
+    calls.update(idioms)
+    cluster = client = None
+    if case.cluster:
+        import distributed
+
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = distributed.Client(cluster, set_as_default=False)
+        xc = client.persist(da.from_array(data, chunks=case.chunks))
+        calls["ndgather.dask LocalCluster"] = lambda: client.compute(
+            ngd.gather(xc, idx) if case.op == "gather" else ngd.gather_nd(xc, idx)
+        ).result()
+    try:
+        want = calls["ndgather"]()
+        for name, call in calls.items():
+            got = np.asarray(call())
+            if got.shape != want.shape or got.dtype != want.dtype or not np.array_equal(got, want):
+                raise SystemExit(f"{case.name}: {name} disagrees with in-memory ndgather")
+            del got
+        del want
+        timings = run_interleaved({n: Call(c) for n, c in calls.items()}, rounds, min_sample_s)
+    finally:
+        if client is not None and cluster is not None:
+            client.close()
+            cluster.close()
+    medians = {n: t.median for n, t in timings.items()}
+    best = min((n for n in medians if n.startswith("dask ")), key=medians.__getitem__)
+    return {
+        "name": case.name,
+        "description": case.description,
+        "data_shape": list(case.data_shape),
+        "chunks": list(case.chunks),
+        "indices_shape": list(case.indices_shape),
+        "batch_dims": case.batch_dims,
+        "medians_s": medians,
+        "samples_s": {n: t.samples for n, t in timings.items()},
+        "best_dask": best,
+        "ratio_dask": medians["ndgather.dask"] / medians[best],
+        "ratio_memory": medians["ndgather.dask"] / medians["ndgather"],
+    }
+
+
+def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "case",
+        "ndgather.dask",
+        "best dask idiom",
+        "in-memory ndgather",
+        f"ndgather.dask / dask (goal <= {GOAL_DASK}x)",
+        f"ndgather.dask / in-memory (goal <= {GOAL_MEMORY}x)",
+        "other",
+    ]
+    table = []
+    for r in records:
+        m = r["medians_s"]
+        best = r["best_dask"]
+        others = [
+            f"{n.removeprefix('ndgather.dask ')} {fmt_seconds(t)}"
+            for n, t in m.items()
+            if n.startswith("ndgather.dask ")
+        ]
+        others += [
+            f"{n.removeprefix('dask ')} {fmt_seconds(t)}"
+            for n, t in m.items()
+            if n.startswith("dask ") and n != best
+        ]
+        table.append(
+            [
+                r["name"],
+                fmt_seconds(m["ndgather.dask"]),
+                f"{fmt_seconds(m[best])} {best.removeprefix('dask ')}",
+                fmt_seconds(m["ndgather"]),
+                fmt_ratio(r["ratio_dask"]),
+                fmt_ratio(r["ratio_memory"]),
+                "; ".join(others) or "-",
+            ]
+        )
+    return header, table
+
+
+def markdown(results: dict[str, Any]) -> str:
+    header, table = rows(results["cases"])
+    cases = "; ".join(f"`{r['name']}`: {r['description']}" for r in results["cases"])
+    return "\n\n".join(
+        [
+            markdown_table(header, table),
+            f"Median per call (graph, compute, result as a NumPy array) over {results['rounds']} "
+            f"interleaved rounds, threaded scheduler; {cases}. Commit "
+            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
+            f"{describe_machine(results['machine'])}.",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 rounds (CI)")
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5, quick 2)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    parser.add_argument("--readme", type=Path, help="put the table between the README markers")
+    args = parser.parse_args(argv)
+    wanted = args.cases.split(",")
+    unknown = set(wanted) - {c.name for c in CASES}
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
+    cases = [c for c in CASES if c.name in wanted]
+    if args.quick:
+        cases = [c.quick() for c in cases]
+    rounds = args.rounds or (2 if args.quick else 5)
+    min_sample_s = 0.001 if args.quick else 0.05
+    versions = {
+        "ndgather": ndgather.__version__,
+        "numpy": np.__version__,
+        "dask": dask.__version__,
+    }
+    machine = machine_info(versions, {"ndgather_threads": ndgather.get_num_threads()})
+    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
+    records = []
+    with dask.config.set(scheduler="threads"), tempfile.TemporaryDirectory() as tmp:
+        for case in cases:
+            t0 = time.perf_counter()
+            records.append(run(case, rounds, min_sample_s, Path(tmp)))
+            print(f"  {case.name} done ({time.perf_counter() - t0:.0f} s)", flush=True)
+    command = " ".join(["python", "benches/dask_gather.py", *sys.argv[1:]])
+    results = {"command": command, "rounds": rounds, "machine": machine, "cases": records}
+    print(text_table(*rows(records)))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.readme:
+        update_readme(args.readme, markdown(results), README_BEGIN, README_END)
+        print(f"updated {args.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
