@@ -9,7 +9,9 @@ use smallvec::{smallvec, SmallVec};
 
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
-use crate::kernel::{copy_rows_at, first_bad, gather_rows, row_offsets, BadRow, Mode};
+use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
+use crate::mode::Mode;
+use crate::offsets::{first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
