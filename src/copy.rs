@@ -64,35 +64,59 @@ fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
     let _ = (src, off, bytes);
 }
 
+/// The one loop of the contiguous copies: row `i`'s slice, at `src +
+/// offsets[i]`, is copied to `dst + i * width` by `$move` (called as
+/// `ptr::copy_nonoverlapping` is), or zero-filled; with `$prefetch`, the
+/// slices a few rows ahead are requested meanwhile. A macro rather than a
+/// generic function: each routine then compiles exactly its own loop (a
+/// generic one changed the machine code of some fixed widths).
+///
+/// Safety, for the routine that expands it: every offset addresses `width`
+/// readable bytes from `src`, or is the zero-fill marker and `ZERO` is set;
+/// `dst` holds `offsets.len() * width` writable bytes not overlapping
+/// `data`; `$move` accepts `width`.
+macro_rules! copy_rows {
+    ($src:ident, $offsets:ident, $dst:ident, $width:expr, $prefetch:expr, $zero:ident, $move:path) => {{
+        let ahead = prefetch_rows($width);
+        for (i, &off) in $offsets.iter().enumerate() {
+            if !$prefetch {
+            } else if let Some(&next) = $offsets.get(i + ahead) {
+                prefetch::<$zero>($src, next, $width);
+            }
+            // SAFETY: row i of the block lies in `dst` (caller).
+            let d = unsafe { $dst.add(i * $width) };
+            if $zero && off == ZERO_FILL {
+                // SAFETY: as above.
+                unsafe { ptr::write_bytes(d, 0, $width) };
+            } else {
+                // SAFETY: the source slice is inside `data` (caller), the
+                // destination inside the output, they do not overlap, and
+                // `$move` accepts `width` (caller).
+                unsafe { $move($src.offset(off), d, $width) };
+            }
+        }
+    }};
+}
+
 /// Copies `W`-byte slices; `W` known at compile time becomes plain moves.
 ///
 /// # Safety
-/// Every offset addresses `W` readable bytes from `src`, or is the
-/// zero-fill marker and `ZERO` is set; `dst` holds `offsets.len() * W`
-/// writable bytes not overlapping `data`.
+/// As for [`copy_rows`] with `width = W`.
 #[inline(always)]
 unsafe fn copy_fixed<const W: usize, const PREFETCH: bool, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
 ) {
-    let ahead = prefetch_rows(W);
-    for (i, &off) in offsets.iter().enumerate() {
-        if !PREFETCH {
-        } else if let Some(&next) = offsets.get(i + ahead) {
-            prefetch::<ZERO>(src, next, W);
-        }
-        // SAFETY: row i of the block lies in `dst` (caller).
-        let d = unsafe { dst.add(i * W) };
-        if ZERO && off == ZERO_FILL {
-            // SAFETY: as above.
-            unsafe { ptr::write_bytes(d, 0, W) };
-        } else {
-            // SAFETY: the source slice is inside `data` (caller), the
-            // destination inside the output, and they do not overlap.
-            unsafe { ptr::copy_nonoverlapping(src.offset(off), d, W) };
-        }
-    }
+    copy_rows!(
+        src,
+        offsets,
+        dst,
+        W,
+        PREFETCH,
+        ZERO,
+        ptr::copy_nonoverlapping
+    );
 }
 
 /// Rows up to this width are copied with two overlapping moves rather than
@@ -147,12 +171,12 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
     }
 }
 
-/// As [`copy_fixed`] for a run-time `width <= SMALL_ROW` (a width with no
-/// fixed copy, say 60 bytes): the moves are chosen once per block rather
-/// than once per row.
+/// Copies slices of a run-time `width <= SMALL_ROW` (a width with no fixed
+/// copy, say 60 bytes): the moves are chosen once per block rather than
+/// once per row.
 ///
 /// # Safety
-/// As for [`copy_fixed`] with `W = width`.
+/// As for [`copy_rows`].
 unsafe fn copy_small_rows<const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
@@ -167,22 +191,7 @@ unsafe fn copy_small_rows<const ZERO: bool>(
         dst: *mut u8,
         width: usize,
     ) {
-        let ahead = prefetch_rows(width);
-        for (i, &off) in offsets.iter().enumerate() {
-            if !PREFETCH {
-            } else if let Some(&next) = offsets.get(i + ahead) {
-                prefetch::<ZERO>(src, next, width);
-            }
-            // SAFETY: row i of the block lies in `dst` (caller).
-            let d = unsafe { dst.add(i * width) };
-            if ZERO && off == ZERO_FILL {
-                // SAFETY: as above.
-                unsafe { ptr::write_bytes(d, 0, width) };
-            } else {
-                // SAFETY: as in `copy_fixed`; `M` fits `width` (caller).
-                unsafe { two_moves::<M>(src.offset(off), d, width) };
-            }
-        }
+        copy_rows!(src, offsets, dst, width, PREFETCH, ZERO, two_moves::<M>);
     }
     macro_rules! by_width {
         ($($m:ty => $lo:literal,)*) => {
@@ -204,33 +213,30 @@ unsafe fn copy_small_rows<const ZERO: bool>(
     by_width!(V32 => 32, V16 => 16, u64 => 8, u32 => 4, u16 => 2, u8 => 1,);
 }
 
-/// As [`copy_fixed`] with the width known only at run time.
+/// Copies slices of a width known only at run time, with non-temporal
+/// stores if `STREAM`. Prefetches whether or not `data` is beyond the
+/// caches.
 ///
 /// # Safety
-/// As for [`copy_fixed`] with `W = width`.
+/// As for [`copy_rows`].
 unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
     dst: *mut u8,
     width: usize,
 ) {
-    let ahead = prefetch_rows(width);
-    for (i, &off) in offsets.iter().enumerate() {
-        if let Some(&next) = offsets.get(i + ahead) {
-            prefetch::<ZERO>(src, next, width);
-        }
-        // SAFETY: row i of the block lies in `dst` (caller).
-        let d = unsafe { dst.add(i * width) };
-        if ZERO && off == ZERO_FILL {
-            // SAFETY: as above.
-            unsafe { ptr::write_bytes(d, 0, width) };
-        } else if STREAM {
-            // SAFETY: as in `copy_fixed`.
-            unsafe { stream_copy(src.offset(off), d, width) };
-        } else {
-            // SAFETY: as in `copy_fixed`.
-            unsafe { ptr::copy_nonoverlapping(src.offset(off), d, width) };
-        }
+    if STREAM {
+        copy_rows!(src, offsets, dst, width, true, ZERO, stream_copy);
+    } else {
+        copy_rows!(
+            src,
+            offsets,
+            dst,
+            width,
+            true,
+            ZERO,
+            ptr::copy_nonoverlapping
+        );
     }
 }
 
