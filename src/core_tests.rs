@@ -1,7 +1,7 @@
 //! End-to-end tests of the core against a naive element-by-element
 //! reference, over random shapes, strides, index types and modes.
 
-use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Output};
+use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Validation};
 
 /// Tiny deterministic generator (xorshift64*).
 struct Rng(u64);
@@ -270,7 +270,7 @@ fn gather_nd_matches_reference_on_random_inputs() {
         }
         let mut out = vec![0xAAu8; plan.out_bytes()];
         let threads = 1 + case % 2;
-        let got = plan.execute(mode, &mut out, Output::Kept, threads);
+        let got = plan.execute(mode, &mut out, Validation::BeforeWriting, threads);
         match reference_nd(&shape, &idx_shape, &idx, b, mode) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
@@ -327,7 +327,7 @@ fn gather_matches_reference_on_random_inputs() {
             plan = plan.reject_negative_indices();
         }
         let mut out = vec![0u8; plan.out_bytes()];
-        let got = plan.execute(mode, &mut out, Output::Scratch, 1 + case % 2);
+        let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1 + case % 2);
         match reference_take(&shape, &idx_shape, &idx, axis, b, mode) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
@@ -372,10 +372,10 @@ fn first_bad_index_is_reported_whatever_the_threads() {
             itemsize: 8,
         };
         for threads in [1, 2, 4] {
-            for output in [Output::Kept, Output::Scratch] {
+            for validation in [Validation::BeforeWriting, Validation::WhileCopying] {
                 let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
                 let mut out = vec![0u8; plan.out_bytes()];
-                match plan.execute(Mode::Raise, &mut out, output, threads) {
+                match plan.execute(Mode::Raise, &mut out, validation, threads) {
                     Err(GatherError::IndexOutOfRange(e)) => {
                         assert_eq!(
                             (e.value, e.position.as_slice()),
@@ -384,7 +384,7 @@ fn first_bad_index_is_reported_whatever_the_threads() {
                     }
                     other => panic!("{other:?}"),
                 }
-                if output == Output::Kept {
+                if validation == Validation::BeforeWriting {
                     assert!(out.iter().all(|&b| b == 0), "out= written before the error");
                 }
             }
@@ -417,9 +417,9 @@ fn large_parallel_gather_equals_serial() {
     let plan = plan_gather_nd(d, i, IndexType::U32, 0).unwrap();
     let mut serial = vec![0u8; plan.out_bytes()];
     let mut parallel = vec![0u8; plan.out_bytes()];
-    plan.execute(Mode::Raise, &mut serial, Output::Kept, 1)
+    plan.execute(Mode::Raise, &mut serial, Validation::BeforeWriting, 1)
         .unwrap();
-    plan.execute(Mode::Raise, &mut parallel, Output::Scratch, 2)
+    plan.execute(Mode::Raise, &mut parallel, Validation::WhileCopying, 2)
         .unwrap();
     assert_eq!(serial, parallel);
 }
@@ -444,11 +444,12 @@ fn unsigned_indices_above_i64_max_are_out_of_range() {
     };
     let plan = plan_gather(d, i, IndexType::U64, 0, 0).unwrap();
     let mut out = [0u8; 1];
-    match plan.execute(Mode::Raise, &mut out, Output::Kept, 1) {
+    match plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, 1) {
         Err(GatherError::IndexOutOfRange(e)) => assert_eq!(e.value, u64::MAX as i128),
         other => panic!("{other:?}"),
     }
-    plan.execute(Mode::Clip, &mut out, Output::Kept, 1).unwrap();
+    plan.execute(Mode::Clip, &mut out, Validation::BeforeWriting, 1)
+        .unwrap();
     assert_eq!(out, [3]);
 }
 
@@ -481,7 +482,7 @@ fn huge_outputs_streamed_past_the_cache_are_exact() {
     assert!(plan.stream);
     for threads in [1, 2] {
         let mut out = vec![0u8; plan.out_bytes()];
-        plan.execute(Mode::Raise, &mut out, Output::Kept, threads)
+        plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
             .unwrap();
         for (row, &p) in out.chunks_exact(width).zip(&picks) {
             assert_eq!(row, &data[p * width..(p + 1) * width]);
@@ -522,7 +523,7 @@ fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
             Err(GatherError::InvalidArgument(msg)) => assert!(msg.contains("data"), "{msg}"),
             Ok(plan) => {
                 let mut out = vec![0xAAu8; plan.out_bytes()];
-                let got = plan.execute(Mode::Zero, &mut out, Output::Scratch, 1);
+                let got = plan.execute(Mode::Zero, &mut out, Validation::WhileCopying, 1);
                 panic!("accepted: {got:?}, {out:?}");
             }
             Err(other) => panic!("{other:?}"),
@@ -532,7 +533,7 @@ fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
     // Offset 0 (or bytes.len()) is where an empty view's element [0, 0] is.
     let d = ArrayView { offset: 0, ..d };
     let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
-    plan.execute(Mode::Zero, &mut out, Output::Scratch, 1)
+    plan.execute(Mode::Zero, &mut out, Validation::WhileCopying, 1)
         .unwrap();
     assert_eq!(out, [0; 12]);
 }
@@ -579,7 +580,7 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
     ];
     for c in cases {
         for mode in MODES {
-            for output in [Output::Kept, Output::Scratch] {
+            for validation in [Validation::BeforeWriting, Validation::WhileCopying] {
                 let got = within(20, move || {
                     let ib: Vec<u8> = c.values.iter().flat_map(|v| v.to_ne_bytes()).collect();
                     let d = ArrayView {
@@ -598,7 +599,7 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
                     };
                     let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
                     assert_eq!(plan.out_bytes(), 0);
-                    plan.execute(mode, &mut [], output, 2)
+                    plan.execute(mode, &mut [], validation, 2)
                 });
                 match (mode, c.bad, got) {
                     (Mode::Raise, Some((value, at)), Err(GatherError::IndexOutOfRange(e))) => {

@@ -30,7 +30,7 @@ mod core_tests;
 mod python;
 
 pub use error::{GatherError, OutOfRange, Result};
-pub use execute::Output;
+pub use execute::Validation;
 pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
