@@ -13,9 +13,9 @@ use crate::plan::Plan;
 /// How many cache lines the copy keeps requested ahead of the row it
 /// copies: random rows of a large array are memory-latency bound, and the
 /// more lines in flight, the more of the latency is hidden, up to what the
-/// core can track. Measured on the 2-core EPYC VM (in-process A/B, 24 to 96
-/// lines): 32 was best or even everywhere; 2M point lookups took 10-20%
-/// less time than with the 12 lines of the former fixed 12 rows ahead.
+/// core can track. Measured on the 2-core EPYC VM (in-process A/B of 24 to
+/// 96 lines against 12): 32 was best or even everywhere; 2M point lookups
+/// took 10-20% less time than with 12.
 const PREFETCH_LINES: usize = 32;
 
 /// How many rows ahead to prefetch for slices of `width` bytes, so that
