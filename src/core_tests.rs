@@ -99,16 +99,13 @@ fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
     s
 }
 
-// Set for the cases that test operators without negative indices.
-thread_local! {
-    static WRAP: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
-
-fn resolve(v: i64, s: usize, mode: Mode) -> Option<usize> {
+/// The index `v` resolved on an axis of `s`; negatives count from the end
+/// when `wrap` (else they are out of range, or clip to 0).
+fn resolve(v: i64, s: usize, mode: Mode, wrap: bool) -> Option<usize> {
     let s = s as i64;
     let w = match v {
         0.. => v,
-        _ if WRAP.get() => v + s,
+        _ if wrap => v + s,
         _ if mode == Mode::Clip => 0,
         _ => return None,
     };
@@ -142,6 +139,7 @@ fn reference_nd(
     idx: &[i64],
     b: usize,
     mode: Mode,
+    wrap: bool,
 ) -> Option<Vec<u16>> {
     let q = idx_shape.len();
     let k = idx_shape[q - 1];
@@ -149,7 +147,7 @@ fn reference_nd(
     let slice_shape = &shape[b + k..];
     let slice: usize = slice_shape.iter().product();
     let mut out = Vec::with_capacity(rows * slice);
-    let bad = |p: usize| resolve(idx[p], shape[b + p % k], mode).is_none();
+    let bad = |p: usize| resolve(idx[p], shape[b + p % k], mode, wrap).is_none();
     if mode != Mode::Zero && (0..idx.len()).any(bad) {
         return None;
     }
@@ -158,7 +156,7 @@ fn reference_nd(
         let mut coords: Vec<usize> = rc[..b].to_vec();
         let mut zero = false;
         for j in 0..k {
-            match resolve(idx[row * k + j], shape[b + j], mode) {
+            match resolve(idx[row * k + j], shape[b + j], mode, wrap) {
                 Some(x) => coords.push(x),
                 None if mode == Mode::Zero => {
                     zero = true;
@@ -184,6 +182,7 @@ fn reference_take(
     axis: usize,
     b: usize,
     mode: Mode,
+    wrap: bool,
 ) -> Option<Vec<u16>> {
     let out_shape: Vec<usize> = shape[..axis]
         .iter()
@@ -193,7 +192,11 @@ fn reference_take(
         .collect();
     let total: usize = out_shape.iter().product();
     // Every stored index is checked, even when the output is empty.
-    if mode != Mode::Zero && idx.iter().any(|&v| resolve(v, shape[axis], mode).is_none()) {
+    if mode != Mode::Zero
+        && idx
+            .iter()
+            .any(|&v| resolve(v, shape[axis], mode, wrap).is_none())
+    {
         return None;
     }
     let extra = idx_shape.len() - b;
@@ -204,7 +207,7 @@ fn reference_take(
         ic.extend(&oc[axis..axis + extra]);
         let v = idx[c_flat(&ic, idx_shape)];
         let mut dc: Vec<usize> = oc[..axis].to_vec();
-        match resolve(v, shape[axis], mode) {
+        match resolve(v, shape[axis], mode, wrap) {
             Some(x) => dc.push(x),
             None if mode == Mode::Zero => {
                 out.push(0);
@@ -263,7 +266,6 @@ fn gather_nd_matches_reference_on_random_inputs() {
         };
         let mode = MODES[case % 3];
         let wrap = case % 7 != 0;
-        WRAP.set(wrap);
         let mut plan = plan_gather_nd(data.view(), iv, IndexType::I32, b as i64).unwrap();
         if !wrap {
             plan = plan.reject_negative_indices();
@@ -271,7 +273,7 @@ fn gather_nd_matches_reference_on_random_inputs() {
         let mut out = vec![0xAAu8; plan.out_bytes()];
         let threads = 1 + case % 2;
         let got = plan.execute(mode, &mut out, Validation::BeforeWriting, threads);
-        match reference_nd(&shape, &idx_shape, &idx, b, mode) {
+        match reference_nd(&shape, &idx_shape, &idx, b, mode, wrap) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
                 assert_eq!(
@@ -321,14 +323,13 @@ fn gather_matches_reference_on_random_inputs() {
         };
         let mode = MODES[case % 3];
         let wrap = case % 7 != 0;
-        WRAP.set(wrap);
         let mut plan = plan_gather(data.view(), iv, IndexType::I32, axis as i64, b as i64).unwrap();
         if !wrap {
             plan = plan.reject_negative_indices();
         }
         let mut out = vec![0u8; plan.out_bytes()];
         let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1 + case % 2);
-        match reference_take(&shape, &idx_shape, &idx, axis, b, mode) {
+        match reference_take(&shape, &idx_shape, &idx, axis, b, mode, wrap) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
                 assert_eq!(
