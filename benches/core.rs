@@ -21,7 +21,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ndgather::{plan_gather, plan_gather_nd, ArrayView, IndexType, Mode, Output, Plan};
+use ndgather::{plan_gather, plan_gather_nd, ArrayView, IndexType, Mode, Plan, Validation};
 
 #[derive(Clone, Copy)]
 enum Op {
@@ -206,13 +206,16 @@ fn bench_cases(c: &mut Criterion) {
                 .warm_up_time(Duration::from_millis(500))
                 .measurement_time(Duration::from_secs(1));
         }
-        for (label, output) in [("scratch", Output::Scratch), ("kept", Output::Kept)] {
+        for (label, validation) in [
+            ("scratch", Validation::WhileCopying),
+            ("kept", Validation::BeforeWriting),
+        ] {
             for &threads in &thread_counts {
                 let id = BenchmarkId::new(label, format!("{threads}t"));
                 group.bench_function(id, |b| {
                     b.iter(|| {
                         let plan = case.plan(black_box(&inputs));
-                        plan.execute(Mode::Raise, black_box(&mut out), output, threads)
+                        plan.execute(Mode::Raise, black_box(&mut out), validation, threads)
                             .unwrap();
                     })
                 });

@@ -1,7 +1,7 @@
 //! End-to-end tests of the core against a naive element-by-element
 //! reference, over random shapes, strides, index types and modes.
 
-use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Output};
+use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Validation};
 
 /// Tiny deterministic generator (xorshift64*).
 struct Rng(u64);
@@ -99,16 +99,13 @@ fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
     s
 }
 
-// Set for the cases that test operators without negative indices.
-thread_local! {
-    static WRAP: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-}
-
-fn resolve(v: i64, s: usize, mode: Mode) -> Option<usize> {
+/// The index `v` resolved on an axis of `s`; negatives count from the end
+/// when `wrap` (else they are out of range, or clip to 0).
+fn resolve(v: i64, s: usize, mode: Mode, wrap: bool) -> Option<usize> {
     let s = s as i64;
     let w = match v {
         0.. => v,
-        _ if WRAP.get() => v + s,
+        _ if wrap => v + s,
         _ if mode == Mode::Clip => 0,
         _ => return None,
     };
@@ -142,6 +139,7 @@ fn reference_nd(
     idx: &[i64],
     b: usize,
     mode: Mode,
+    wrap: bool,
 ) -> Option<Vec<u16>> {
     let q = idx_shape.len();
     let k = idx_shape[q - 1];
@@ -149,7 +147,7 @@ fn reference_nd(
     let slice_shape = &shape[b + k..];
     let slice: usize = slice_shape.iter().product();
     let mut out = Vec::with_capacity(rows * slice);
-    let bad = |p: usize| resolve(idx[p], shape[b + p % k], mode).is_none();
+    let bad = |p: usize| resolve(idx[p], shape[b + p % k], mode, wrap).is_none();
     if mode != Mode::Zero && (0..idx.len()).any(bad) {
         return None;
     }
@@ -158,7 +156,7 @@ fn reference_nd(
         let mut coords: Vec<usize> = rc[..b].to_vec();
         let mut zero = false;
         for j in 0..k {
-            match resolve(idx[row * k + j], shape[b + j], mode) {
+            match resolve(idx[row * k + j], shape[b + j], mode, wrap) {
                 Some(x) => coords.push(x),
                 None if mode == Mode::Zero => {
                     zero = true;
@@ -184,6 +182,7 @@ fn reference_take(
     axis: usize,
     b: usize,
     mode: Mode,
+    wrap: bool,
 ) -> Option<Vec<u16>> {
     let out_shape: Vec<usize> = shape[..axis]
         .iter()
@@ -193,7 +192,11 @@ fn reference_take(
         .collect();
     let total: usize = out_shape.iter().product();
     // Every stored index is checked, even when the output is empty.
-    if mode != Mode::Zero && idx.iter().any(|&v| resolve(v, shape[axis], mode).is_none()) {
+    if mode != Mode::Zero
+        && idx
+            .iter()
+            .any(|&v| resolve(v, shape[axis], mode, wrap).is_none())
+    {
         return None;
     }
     let extra = idx_shape.len() - b;
@@ -204,7 +207,7 @@ fn reference_take(
         ic.extend(&oc[axis..axis + extra]);
         let v = idx[c_flat(&ic, idx_shape)];
         let mut dc: Vec<usize> = oc[..axis].to_vec();
-        match resolve(v, shape[axis], mode) {
+        match resolve(v, shape[axis], mode, wrap) {
             Some(x) => dc.push(x),
             None if mode == Mode::Zero => {
                 out.push(0);
@@ -263,15 +266,14 @@ fn gather_nd_matches_reference_on_random_inputs() {
         };
         let mode = MODES[case % 3];
         let wrap = case % 7 != 0;
-        WRAP.set(wrap);
         let mut plan = plan_gather_nd(data.view(), iv, IndexType::I32, b as i64).unwrap();
         if !wrap {
             plan = plan.reject_negative_indices();
         }
         let mut out = vec![0xAAu8; plan.out_bytes()];
         let threads = 1 + case % 2;
-        let got = plan.execute(mode, &mut out, Output::Kept, threads);
-        match reference_nd(&shape, &idx_shape, &idx, b, mode) {
+        let got = plan.execute(mode, &mut out, Validation::BeforeWriting, threads);
+        match reference_nd(&shape, &idx_shape, &idx, b, mode, wrap) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
                 assert_eq!(
@@ -321,14 +323,13 @@ fn gather_matches_reference_on_random_inputs() {
         };
         let mode = MODES[case % 3];
         let wrap = case % 7 != 0;
-        WRAP.set(wrap);
         let mut plan = plan_gather(data.view(), iv, IndexType::I32, axis as i64, b as i64).unwrap();
         if !wrap {
             plan = plan.reject_negative_indices();
         }
         let mut out = vec![0u8; plan.out_bytes()];
-        let got = plan.execute(mode, &mut out, Output::Scratch, 1 + case % 2);
-        match reference_take(&shape, &idx_shape, &idx, axis, b, mode) {
+        let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1 + case % 2);
+        match reference_take(&shape, &idx_shape, &idx, axis, b, mode, wrap) {
             Some(want) => {
                 assert!(got.is_ok(), "case {case}: {got:?}");
                 assert_eq!(
@@ -372,10 +373,10 @@ fn first_bad_index_is_reported_whatever_the_threads() {
             itemsize: 8,
         };
         for threads in [1, 2, 4] {
-            for output in [Output::Kept, Output::Scratch] {
+            for validation in [Validation::BeforeWriting, Validation::WhileCopying] {
                 let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
                 let mut out = vec![0u8; plan.out_bytes()];
-                match plan.execute(Mode::Raise, &mut out, output, threads) {
+                match plan.execute(Mode::Raise, &mut out, validation, threads) {
                     Err(GatherError::IndexOutOfRange(e)) => {
                         assert_eq!(
                             (e.value, e.position.as_slice()),
@@ -384,7 +385,7 @@ fn first_bad_index_is_reported_whatever_the_threads() {
                     }
                     other => panic!("{other:?}"),
                 }
-                if output == Output::Kept {
+                if validation == Validation::BeforeWriting {
                     assert!(out.iter().all(|&b| b == 0), "out= written before the error");
                 }
             }
@@ -417,9 +418,9 @@ fn large_parallel_gather_equals_serial() {
     let plan = plan_gather_nd(d, i, IndexType::U32, 0).unwrap();
     let mut serial = vec![0u8; plan.out_bytes()];
     let mut parallel = vec![0u8; plan.out_bytes()];
-    plan.execute(Mode::Raise, &mut serial, Output::Kept, 1)
+    plan.execute(Mode::Raise, &mut serial, Validation::BeforeWriting, 1)
         .unwrap();
-    plan.execute(Mode::Raise, &mut parallel, Output::Scratch, 2)
+    plan.execute(Mode::Raise, &mut parallel, Validation::WhileCopying, 2)
         .unwrap();
     assert_eq!(serial, parallel);
 }
@@ -444,11 +445,12 @@ fn unsigned_indices_above_i64_max_are_out_of_range() {
     };
     let plan = plan_gather(d, i, IndexType::U64, 0, 0).unwrap();
     let mut out = [0u8; 1];
-    match plan.execute(Mode::Raise, &mut out, Output::Kept, 1) {
+    match plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, 1) {
         Err(GatherError::IndexOutOfRange(e)) => assert_eq!(e.value, u64::MAX as i128),
         other => panic!("{other:?}"),
     }
-    plan.execute(Mode::Clip, &mut out, Output::Kept, 1).unwrap();
+    plan.execute(Mode::Clip, &mut out, Validation::BeforeWriting, 1)
+        .unwrap();
     assert_eq!(out, [3]);
 }
 
@@ -481,7 +483,7 @@ fn huge_outputs_streamed_past_the_cache_are_exact() {
     assert!(plan.stream);
     for threads in [1, 2] {
         let mut out = vec![0u8; plan.out_bytes()];
-        plan.execute(Mode::Raise, &mut out, Output::Kept, threads)
+        plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
             .unwrap();
         for (row, &p) in out.chunks_exact(width).zip(&picks) {
             assert_eq!(row, &data[p * width..(p + 1) * width]);
@@ -522,7 +524,7 @@ fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
             Err(GatherError::InvalidArgument(msg)) => assert!(msg.contains("data"), "{msg}"),
             Ok(plan) => {
                 let mut out = vec![0xAAu8; plan.out_bytes()];
-                let got = plan.execute(Mode::Zero, &mut out, Output::Scratch, 1);
+                let got = plan.execute(Mode::Zero, &mut out, Validation::WhileCopying, 1);
                 panic!("accepted: {got:?}, {out:?}");
             }
             Err(other) => panic!("{other:?}"),
@@ -532,7 +534,7 @@ fn an_empty_view_whose_offset_is_past_its_bytes_is_rejected() {
     // Offset 0 (or bytes.len()) is where an empty view's element [0, 0] is.
     let d = ArrayView { offset: 0, ..d };
     let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
-    plan.execute(Mode::Zero, &mut out, Output::Scratch, 1)
+    plan.execute(Mode::Zero, &mut out, Validation::WhileCopying, 1)
         .unwrap();
     assert_eq!(out, [0; 12]);
 }
@@ -579,7 +581,7 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
     ];
     for c in cases {
         for mode in MODES {
-            for output in [Output::Kept, Output::Scratch] {
+            for validation in [Validation::BeforeWriting, Validation::WhileCopying] {
                 let got = within(20, move || {
                     let ib: Vec<u8> = c.values.iter().flat_map(|v| v.to_ne_bytes()).collect();
                     let d = ArrayView {
@@ -598,7 +600,7 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
                     };
                     let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
                     assert_eq!(plan.out_bytes(), 0);
-                    plan.execute(mode, &mut [], output, 2)
+                    plan.execute(mode, &mut [], validation, 2)
                 });
                 match (mode, c.bad, got) {
                     (Mode::Raise, Some((value, at)), Err(GatherError::IndexOutOfRange(e))) => {

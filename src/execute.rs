@@ -9,20 +9,24 @@ use smallvec::{smallvec, SmallVec};
 
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_type};
-use crate::kernel::{copy_rows_at, first_bad, gather_rows, row_offsets, BadRow, Mode};
+use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
+use crate::mode::Mode;
+use crate::offsets::{first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
 
-/// What the output buffer is to the caller if an index turns out bad.
+/// When [`Plan::execute`] validates the indices, which decides what the
+/// output buffer holds if one turns out bad.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// The caller's own array (`out=`): all indices are validated before a
-    /// byte of it is written.
-    Kept,
-    /// A fresh array the caller drops on error: indices are validated while
-    /// copying, and only on an error is the first bad one searched for.
-    Scratch,
+pub enum Validation {
+    /// All indices are validated before a byte of the output is written, so
+    /// an error leaves it untouched: for the caller's own array (`out=`).
+    BeforeWriting,
+    /// Indices are validated while copying, and only on an error is the
+    /// first bad one searched for: for a fresh array the caller drops on
+    /// error.
+    WhileCopying,
 }
 
 /// A copy whose cost (see [`Plan::copy_cost`]) is below this, or a
@@ -36,11 +40,11 @@ const PARALLEL_MIN_COST: usize = 256 * 1024;
 /// it is noise, small enough that a late worker still finds some left.
 const TASK_MIN_COST: usize = 32 * 1024;
 
-/// An `out=` call with at most this many rows computes every row's source
-/// offset first (validating its indices), then copies from them; a larger
+/// A [`Validation::BeforeWriting`] call with at most this many rows
+/// computes every row's source offset first (validating its indices), then copies from them; a larger
 /// one validates all indices in a pass of their own and computes the offsets
 /// again as it copies (the offsets of a huge call would not stay in cache).
-const KEPT_OFFSETS_MAX_ROWS: usize = 16 * 1024;
+const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 
 /// What reading one row from a `data` far larger than the caches costs, in
 /// bytes of sequential copying: a miss on a random address (about 10 ns of
@@ -72,7 +76,7 @@ impl Plan<'_> {
         &self,
         mode: Mode,
         out: &mut [u8],
-        output: Output,
+        validation: Validation,
         threads: usize,
     ) -> Result<()> {
         // Bounded here, so that the task arithmetic below cannot overflow.
@@ -90,8 +94,8 @@ impl Plan<'_> {
                 Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
                 Mode::Zero => false,
             };
-        let small = self.n_rows <= KEPT_OFFSETS_MAX_ROWS && self.out_bytes > 0;
-        if can_fail && output == Output::Kept && small {
+        let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
+        if can_fail && validation == Validation::BeforeWriting && small {
             // Every output row's offset, computed once: this validates every
             // index (each one is used by some row when there is output) and
             // spares the copy computing them again.
@@ -102,7 +106,7 @@ impl Plan<'_> {
             return copied.or_else(|BadRow| self.report_bad(mode, threads));
         }
         // Every index is visited by the copy only when there is output.
-        if can_fail && (output == Output::Kept || self.out_bytes == 0) {
+        if can_fail && (validation == Validation::BeforeWriting || self.out_bytes == 0) {
             self.check_all(mode, threads)?;
         }
         if self.out_bytes == 0 {

@@ -74,10 +74,6 @@ impl<'a> ArrayView<'a> {
         }
         Ok(())
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.shape.contains(&0)
-    }
 }
 
 /// One axis of an iteration that walks `data` and `indices` together.

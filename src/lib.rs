@@ -7,17 +7,19 @@
 //! is a [`GatherError`]. The PyO3 bindings live in `python/`, compiled only
 //! with the `python` feature.
 
+mod copy;
 mod error;
 mod execute;
 mod index;
 mod kernel;
 mod layout;
+mod mode;
+mod offsets;
 mod plan;
 // The result buffers of the Python bindings; built without them too, so
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pool;
-mod stream;
 mod threads;
 mod walk;
 
@@ -28,9 +30,9 @@ mod core_tests;
 mod python;
 
 pub use error::{GatherError, OutOfRange, Result};
-pub use execute::Output;
+pub use execute::Validation;
 pub use index::IndexType;
-pub use kernel::Mode;
 pub use layout::{span, ArrayView};
+pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Plan};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};

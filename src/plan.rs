@@ -56,7 +56,7 @@ pub struct Plan<'a> {
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
     /// Whether the output is so much larger than the caches that rows are
-    /// written with non-temporal stores (see `stream`).
+    /// written with non-temporal stores (see `copy`).
     pub(crate) stream: bool,
     /// Whether a negative index counts from the end of its axis (else it
     /// is out of range, as in ONNX Gather-1 and OpenVINO Gather-1/7).

@@ -54,7 +54,6 @@ pub(crate) fn data_array<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 pub(crate) fn index_array<'py>(
     obj: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyUntypedArray>, IndexType)> {
-    let py = obj.py();
     let is_array = obj.cast::<PyUntypedArray>().is_ok();
     let mut a = asarray(obj)?;
     // `[]` becomes float64 under asarray; an empty list of indices is still
@@ -73,7 +72,6 @@ pub(crate) fn index_array<'py>(
         let native = dtype.call_method1("newbyteorder", ("=",))?;
         a = a.call_method1("astype", (native,))?.cast_into()?;
     }
-    let _ = py;
     Ok((a, ty))
 }
 

@@ -9,7 +9,9 @@ use super::arrays::{
     bytes, bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view,
 };
 use super::objects::{assign, own_copied_references};
-use crate::{num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Output, Plan};
+use crate::{
+    num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Plan, Validation,
+};
 
 /// Which operator, with its attributes as Python passed them.
 pub(crate) enum Op {
@@ -72,7 +74,7 @@ pub(crate) fn gather<'py>(
         // borrowed here.
         let buf = unsafe { bytes_mut(&target) };
         run_detached(data.py(), &plan, || {
-            plan.execute(mode, buf, Output::Kept, num_threads())
+            plan.execute(mode, buf, Validation::BeforeWriting, num_threads())
         })?;
     }
     Ok(out.clone())
@@ -106,7 +108,7 @@ fn fresh_result<'py>(
         // Copy with the GIL held, on this thread: no other thread may drop
         // an object of `data` between our copy of its pointer and our
         // taking a reference to it.
-        if let Err(e) = plan.execute(mode, buf, Output::Scratch, 1) {
+        if let Err(e) = plan.execute(mode, buf, Validation::WhileCopying, 1) {
             // Leave only null slots behind, so dropping the array releases
             // no reference it never took.
             buf.fill(0);
@@ -115,7 +117,7 @@ fn fresh_result<'py>(
         own_copied_references(&result)?;
     } else {
         run_detached(py, plan, || {
-            plan.execute(mode, buf, Output::Scratch, num_threads())
+            plan.execute(mode, buf, Validation::WhileCopying, num_threads())
         })?;
     }
     Ok(result)

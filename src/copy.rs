@@ -1,0 +1,472 @@
+//! The copy routines: the slices of one block of rows, at offsets computed
+//! beforehand, copied into consecutive output rows with a loop specialised
+//! for the slice's byte width and layout, with the next rows' bytes
+//! prefetched when `data` is beyond the caches and, for huge outputs,
+//! stores that bypass the cache.
+
+use std::ptr;
+
+use crate::layout::SliceLayout;
+use crate::offsets::ZERO_FILL;
+use crate::plan::Plan;
+
+/// How many cache lines the copy keeps requested ahead of the row it
+/// copies: random rows of a large array are memory-latency bound, and the
+/// more lines in flight, the more of the latency is hidden, up to what the
+/// core can track. Measured on the 2-core EPYC VM (in-process A/B of 24 to
+/// 96 lines against 12): 32 was best or even everywhere; 2M point lookups
+/// took 10-20% less time than with 12.
+const PREFETCH_LINES: usize = 32;
+
+/// How many rows ahead to prefetch for slices of `width` bytes, so that
+/// about [`PREFETCH_LINES`] lines are in flight (a slice that does not start
+/// on a line touches one more line than its width needs).
+#[inline(always)]
+fn prefetch_rows(width: usize) -> usize {
+    (PREFETCH_LINES / (width.min(PREFETCH_MAX) / 64 + 1)).max(2)
+}
+
+/// At most this many bytes of a slice are prefetched (larger slices are
+/// streamed well by the hardware prefetcher once started).
+const PREFETCH_MAX: usize = 1024;
+
+/// Asks the cache for the first bytes of the slice at `src + off` (none
+/// for a zero-filled row, which only `ZERO` plans have). A hint only: never
+/// faults, whatever the address.
+#[inline(always)]
+fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        if ZERO && off == ZERO_FILL {
+            return;
+        }
+        let p = src.wrapping_offset(off);
+        // The first line; the loop below only runs for slices longer than one.
+        // SAFETY: prefetch is a hint that never faults and reads nothing
+        // architecturally; the address need not be valid.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+        let mut line = 64;
+        while line < bytes.min(PREFETCH_MAX) {
+            // SAFETY: prefetch is a hint that never faults and reads nothing
+            // architecturally; the address need not be valid.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast()) };
+            line += 64;
+        }
+        // A slice that does not start on a cache line ends on one more line
+        // than the loop asked for (a 60-byte row almost always spans two).
+        if bytes > 1 && bytes <= PREFETCH_MAX {
+            // SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (src, off, bytes);
+}
+
+/// The one loop of the contiguous copies: row `i`'s slice, at `src +
+/// offsets[i]`, is copied to `dst + i * width` by `$move` (called as
+/// `ptr::copy_nonoverlapping` is), or zero-filled; with `$prefetch`, the
+/// slices a few rows ahead are requested meanwhile. A macro rather than a
+/// generic function: each routine then compiles exactly its own loop (a
+/// generic one changed the machine code of some fixed widths).
+///
+/// Safety, for the routine that expands it: every offset addresses `width`
+/// readable bytes from `src`, or is the zero-fill marker and `ZERO` is set;
+/// `dst` holds `offsets.len() * width` writable bytes not overlapping
+/// `data`; `$move` accepts `width`.
+macro_rules! copy_rows {
+    ($src:ident, $offsets:ident, $dst:ident, $width:expr, $prefetch:expr, $zero:ident, $move:path) => {{
+        let ahead = prefetch_rows($width);
+        for (i, &off) in $offsets.iter().enumerate() {
+            if !$prefetch {
+            } else if let Some(&next) = $offsets.get(i + ahead) {
+                prefetch::<$zero>($src, next, $width);
+            }
+            // SAFETY: row i of the block lies in `dst` (caller).
+            let d = unsafe { $dst.add(i * $width) };
+            if $zero && off == ZERO_FILL {
+                // SAFETY: as above.
+                unsafe { ptr::write_bytes(d, 0, $width) };
+            } else {
+                // SAFETY: the source slice is inside `data` (caller), the
+                // destination inside the output, they do not overlap, and
+                // `$move` accepts `width` (caller).
+                unsafe { $move($src.offset(off), d, $width) };
+            }
+        }
+    }};
+}
+
+/// Copies `W`-byte slices; `W` known at compile time becomes plain moves.
+///
+/// # Safety
+/// As for [`copy_rows`] with `width = W`.
+#[inline(always)]
+unsafe fn copy_fixed<const W: usize, const PREFETCH: bool, const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+) {
+    copy_rows!(
+        src,
+        offsets,
+        dst,
+        W,
+        PREFETCH,
+        ZERO,
+        ptr::copy_nonoverlapping
+    );
+}
+
+/// Rows up to this width are copied with two overlapping moves rather than
+/// a call to `memcpy`.
+const SMALL_ROW: usize = 64;
+
+/// 16 bytes that load and store as one vector move.
+#[cfg(target_arch = "x86_64")]
+type V16 = std::arch::x86_64::__m128i;
+#[cfg(not(target_arch = "x86_64"))]
+type V16 = u128;
+
+/// 32 bytes as two vector moves (`[u8; 32]` would go through the stack).
+type V32 = [V16; 2];
+
+/// Copies `width` bytes, `size_of::<M>() <= width <= 2 * size_of::<M>()`,
+/// as two possibly overlapping moves of `M`: no loop, no call.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`, and the bound above.
+#[inline(always)]
+unsafe fn two_moves<M: Copy>(src: *const u8, dst: *mut u8, width: usize) {
+    let n = std::mem::size_of::<M>();
+    // SAFETY: n <= width, so both moves stay inside the `width` bytes of
+    // `src` and `dst` (caller); unaligned reads and writes take any address.
+    unsafe {
+        let head = src.cast::<M>().read_unaligned();
+        let tail = src.add(width - n).cast::<M>().read_unaligned();
+        dst.cast::<M>().write_unaligned(head);
+        dst.add(width - n).cast::<M>().write_unaligned(tail);
+    }
+}
+
+/// Copies `width <= SMALL_ROW` bytes as two possibly overlapping moves of
+/// the largest power-of-two size that fits.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`.
+#[inline(always)]
+pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
+    // SAFETY: each arm's type is at most `width` and at least half of it.
+    unsafe {
+        match width {
+            32.. => two_moves::<V32>(src, dst, width),
+            16.. => two_moves::<V16>(src, dst, width),
+            8.. => two_moves::<u64>(src, dst, width),
+            4.. => two_moves::<u32>(src, dst, width),
+            2.. => two_moves::<u16>(src, dst, width),
+            1 => two_moves::<u8>(src, dst, width),
+            _ => {}
+        }
+    }
+}
+
+/// Copies slices of a run-time `width <= SMALL_ROW` (a width with no fixed
+/// copy, say 60 bytes): the moves are chosen once per block rather than
+/// once per row.
+///
+/// # Safety
+/// As for [`copy_rows`].
+unsafe fn copy_small_rows<const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    width: usize,
+    prefetch_ahead: bool,
+) {
+    #[inline(always)]
+    unsafe fn rows<M: Copy, const PREFETCH: bool, const ZERO: bool>(
+        src: *const u8,
+        offsets: &[isize],
+        dst: *mut u8,
+        width: usize,
+    ) {
+        copy_rows!(src, offsets, dst, width, PREFETCH, ZERO, two_moves::<M>);
+    }
+    macro_rules! by_width {
+        ($($m:ty => $lo:literal,)*) => {
+            match width {
+                $($lo.. => {
+                    // SAFETY: forwarded; $lo <= width < 2 * $lo (or 64).
+                    unsafe {
+                        if prefetch_ahead {
+                            rows::<$m, true, ZERO>(src, offsets, dst, width)
+                        } else {
+                            rows::<$m, false, ZERO>(src, offsets, dst, width)
+                        }
+                    }
+                })*
+                _ => {}
+            }
+        };
+    }
+    by_width!(V32 => 32, V16 => 16, u64 => 8, u32 => 4, u16 => 2, u8 => 1,);
+}
+
+/// Copies slices of a width known only at run time, with non-temporal
+/// stores if `STREAM`. Prefetches whether or not `data` is beyond the
+/// caches.
+///
+/// # Safety
+/// As for [`copy_rows`].
+unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    width: usize,
+) {
+    if STREAM {
+        copy_rows!(src, offsets, dst, width, true, ZERO, stream_copy);
+    } else {
+        copy_rows!(
+            src,
+            offsets,
+            dst,
+            width,
+            true,
+            ZERO,
+            ptr::copy_nonoverlapping
+        );
+    }
+}
+
+/// Copies slices that are not contiguous in `data`: runs of `run` bytes at
+/// the positions of `outer`.
+///
+/// # Safety
+/// Every offset is the start of a slice of `data` whose runs are all
+/// readable, or is the zero-fill marker and `ZERO` is set; `dst` holds
+/// `offsets.len() * slice_bytes` writable bytes.
+unsafe fn copy_strided<const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    dst: *mut u8,
+    run: usize,
+    outer: &[(usize, isize)],
+    slice_bytes: usize,
+) {
+    let runs: usize = outer.iter().map(|o| o.0).product();
+    let mut coords: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; outer.len()];
+    for (i, &off) in offsets.iter().enumerate() {
+        // SAFETY: row i of the block lies in `dst` (caller).
+        let mut d = unsafe { dst.add(i * slice_bytes) };
+        if ZERO && off == ZERO_FILL {
+            // SAFETY: as above.
+            unsafe { ptr::write_bytes(d, 0, slice_bytes) };
+            continue;
+        }
+        let mut s = off;
+        for _ in 0..runs {
+            // SAFETY: `s` is the offset of one run of this slice (caller);
+            // `d` walks the row's `slice_bytes` bytes one run at a time.
+            unsafe {
+                ptr::copy_nonoverlapping(src.offset(s), d, run);
+                d = d.add(run);
+            }
+            for (c, &(n, stride)) in coords.iter_mut().zip(outer).rev() {
+                *c += 1;
+                s += stride;
+                if *c < n {
+                    break;
+                }
+                s -= stride * n as isize;
+                *c = 0;
+            }
+        }
+    }
+}
+
+/// Copies the slices of one block, dispatching on the slice layout.
+///
+/// # Safety
+/// As for the copy functions: offsets from
+/// [`compute_offsets`](crate::offsets::compute_offsets) on the same
+/// plan with the same `ZERO`, `dst` exactly `offsets.len() *
+/// plan.slice_bytes` bytes.
+pub(crate) unsafe fn copy_block<const ZERO: bool>(
+    plan: &Plan<'_>,
+    offsets: &[isize],
+    dst: *mut u8,
+) {
+    // SAFETY: `data.offset <= data.bytes.len()` (checked view, even an empty
+    // one, whose rows are all zero-filled): within the slice or one past it.
+    let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
+    macro_rules! fixed {
+        ($($w:literal)*) => {
+            match plan.slice {
+                // `plan.stream` is only set for contiguous slices of 256 B+.
+                SliceLayout::Contiguous { bytes } if plan.stream => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_var::<true, ZERO>(src, offsets, dst, bytes) }
+                }
+                $(SliceLayout::Contiguous { bytes: $w } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe {
+                        if plan.prefetch {
+                            copy_fixed::<$w, true, ZERO>(src, offsets, dst)
+                        } else {
+                            copy_fixed::<$w, false, ZERO>(src, offsets, dst)
+                        }
+                    }
+                })*
+                SliceLayout::Contiguous { bytes } if bytes <= SMALL_ROW => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_small_rows::<ZERO>(src, offsets, dst, bytes, plan.prefetch) }
+                }
+                SliceLayout::Contiguous { bytes } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_var::<false, ZERO>(src, offsets, dst, bytes) }
+                }
+                SliceLayout::Strided { run, ref outer } => {
+                    // SAFETY: forwarded from the caller.
+                    unsafe { copy_strided::<ZERO>(src, offsets, dst, run, outer, plan.slice_bytes) }
+                }
+            }
+        };
+    }
+    fixed!(1 2 3 4 6 8 12 16 24 32 48 64 128);
+}
+
+// Copies that bypass the cache on their way out.
+//
+// A large output written with ordinary stores is first read into the cache
+// (write-allocate), so every output byte crosses the memory bus twice.
+// Non-temporal stores write whole lines straight to memory: on a
+// bandwidth-bound gather that is a third less traffic. They are only worth
+// it when the output is far larger than the caches, and they are weakly
+// ordered: a thread must `fence` before others may read what it wrote.
+
+/// Copies `len` bytes from `src` to `dst` with non-temporal stores where
+/// `dst` is 16-byte aligned, ordinary copies for the unaligned head and the
+/// tail.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, len)`.
+#[inline(always)]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let head = dst.align_offset(16).min(len);
+        // SAFETY: the caller's contract covers all `len` bytes; each step
+        // below stays within them.
+        unsafe {
+            if head != 0 {
+                copy_small(src, dst, head);
+            }
+            let (mut s, mut d, mut n) = (src.add(head), dst.add(head), len - head);
+            while n >= 64 {
+                // `d` is 16-aligned here, as `_mm_stream_si128` requires.
+                let v0 = _mm_loadu_si128(s.cast::<__m128i>());
+                let v1 = _mm_loadu_si128(s.add(16).cast::<__m128i>());
+                let v2 = _mm_loadu_si128(s.add(32).cast::<__m128i>());
+                let v3 = _mm_loadu_si128(s.add(48).cast::<__m128i>());
+                _mm_stream_si128(d.cast::<__m128i>(), v0);
+                _mm_stream_si128(d.add(16).cast::<__m128i>(), v1);
+                _mm_stream_si128(d.add(32).cast::<__m128i>(), v2);
+                _mm_stream_si128(d.add(48).cast::<__m128i>(), v3);
+                s = s.add(64);
+                d = d.add(64);
+                n -= 64;
+            }
+            while n >= 16 {
+                _mm_stream_si128(d.cast::<__m128i>(), _mm_loadu_si128(s.cast::<__m128i>()));
+                s = s.add(16);
+                d = d.add(16);
+                n -= 16;
+            }
+            if n != 0 {
+                copy_small(s, d, n);
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, len)
+    }
+}
+
+/// Orders this thread's non-temporal stores before its later stores (for
+/// instance, the signal that its part of the output is done).
+#[inline]
+pub(crate) fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions; SSE2 is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_copies_of_every_width() {
+        let src: Vec<u8> = (1..=64).collect();
+        for width in 0..=64 {
+            let mut dst = [0u8; 66];
+            // SAFETY: width <= 64 bytes inside both buffers.
+            unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
+            assert_eq!(&dst[1..1 + width], &src[..width]);
+            assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+        }
+    }
+
+    #[test]
+    fn small_rows_of_every_width_with_zero_fill() {
+        let src: Vec<u8> = (1..=255).collect();
+        let offsets = [7isize, ZERO_FILL, 0, 130, 3];
+        for width in 1..=SMALL_ROW {
+            for prefetch_ahead in [false, true] {
+                let mut dst = vec![0xEEu8; offsets.len() * width + 1];
+                // SAFETY: every offset + width <= 194 < src.len(); dst holds
+                // offsets.len() rows of `width` bytes (and one spare).
+                unsafe {
+                    copy_small_rows::<true>(
+                        src.as_ptr(),
+                        &offsets,
+                        dst.as_mut_ptr(),
+                        width,
+                        prefetch_ahead,
+                    )
+                };
+                for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
+                    if off == ZERO_FILL {
+                        assert!(row.iter().all(|&b| b == 0));
+                    } else {
+                        assert_eq!(row, &src[off as usize..off as usize + width]);
+                    }
+                }
+                assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");
+            }
+        }
+    }
+
+    #[test]
+    fn streamed_copies_of_every_length_and_alignment() {
+        let src: Vec<u8> = (0..300u32).map(|v| (v * 7 % 251) as u8).collect();
+        for offset in 0..17 {
+            for len in [0, 1, 15, 16, 17, 63, 64, 65, 130, 200] {
+                let mut dst = vec![0u8; 300];
+                // SAFETY: both ranges are inside their vectors.
+                unsafe { stream_copy(src.as_ptr().add(3), dst.as_mut_ptr().add(offset), len) };
+                fence();
+                assert_eq!(&dst[offset..offset + len], &src[3..3 + len]);
+                assert!(dst[..offset].iter().all(|&b| b == 0));
+                assert!(dst[offset + len..].iter().all(|&b| b == 0));
+            }
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! From indices to source offsets: resolving an index on its axis, the
+//! offsets of a run of rows (checking their indices as they go), and the
+//! scan that finds the first bad index in C order for the error message.
+
+use crate::index::IndexElem;
+use crate::plan::{Plan, TupleAxis};
+use crate::walk::Odometer;
+
+/// Offset marking a row whose slice is zero-filled (`Mode::Zero`). Never a
+/// real offset: those lie within one allocation, far from `isize::MIN`.
+pub(crate) const ZERO_FILL: isize = isize::MIN;
+
+/// Resolves an index on an axis of `size`: negatives count from the end
+/// when `wrap`, else they address nothing (or clip to 0); `None` if it
+/// addresses nothing (with `CLIP`, only on an empty axis).
+#[inline(always)]
+pub(crate) fn resolve<const CLIP: bool>(v: i64, size: usize, wrap: bool) -> Option<usize> {
+    let s = size as i64;
+    if CLIP {
+        // No overflow: s >= 0, so v + s >= i64::MIN + 0 when v < 0.
+        let v = if v < 0 && wrap { v + s } else { v };
+        return (s > 0).then(|| v.clamp(0, s - 1) as usize);
+    }
+    // Branch-free, as the offsets loop wants: a negative `v` gains `s` when
+    // wrapping (v >> 63 is all ones exactly when v < 0), and one unsigned
+    // compare then rejects every value outside 0..s, negatives included.
+    let v = v + ((v >> 63) & s & -(wrap as i64));
+    ((v as u64) < (s as u64)).then_some(v as usize)
+}
+
+/// A row whose index addresses nothing (at the row's position in the
+/// walked range).
+pub(crate) struct BadRow;
+
+/// Fills `offsets` with the byte offsets, from element `[0, ..., 0]` of
+/// `data`, of the slices of the next `offsets.len()` rows. Runs along the
+/// innermost row axis, where both strides are constant.
+///
+/// # Safety
+/// `plan` must have been checked (views inside their buffers), and `od` must
+/// walk rows of `plan.rows` that exist.
+#[inline(always)]
+pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+    plan: &Plan<'_>,
+    od: &mut Odometer,
+    offsets: &mut [isize],
+) -> Result<(), BadRow> {
+    let mut done = 0;
+    while done < offsets.len() {
+        let run = od.inner_left(&plan.rows).min(offsets.len() - done);
+        let slots = &mut offsets[done..done + run];
+        // SAFETY: forwarded; the run stays on existing rows.
+        unsafe {
+            match plan.tuple.as_slice() {
+                // Short tuples as arrays: their loop unrolls.
+                [axis] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*axis], slots)?,
+                [a, b] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*a, *b], slots)?,
+                [a, b, c] => run_offsets::<T, CLIP, ZERO, _>(plan, od, [*a, *b, *c], slots)?,
+                all => run_offsets::<T, CLIP, ZERO, _>(plan, od, all, slots)?,
+            }
+        }
+        od.skip_inner(&plan.rows, run);
+        done += run;
+    }
+    Ok(())
+}
+
+/// One run along the innermost row axis; `axes` are the tuple's axes.
+///
+/// # Safety
+/// As for [`compute_offsets`]; `slots.len() <= od.inner_left()`.
+#[inline(always)]
+unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef<[TupleAxis]>>(
+    plan: &Plan<'_>,
+    od: &Odometer,
+    axes: A,
+    slots: &mut [isize],
+) -> Result<(), BadRow> {
+    let inner = plan.rows[plan.rows.len() - 1];
+    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
+    // empty one): the pointer stays within the slice or one past its end.
+    let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
+    let (mut data_off, mut index_off) = (od.data_off, od.index_off);
+    for slot in slots.iter_mut() {
+        // SAFETY: `index_off` addresses an existing position of `indices`.
+        let tuple = unsafe { index_base.offset(index_off) };
+        let mut off = data_off;
+        let mut ok = true;
+        for (j, axis) in axes.as_ref().iter().enumerate() {
+            // SAFETY: position j < k of the tuple exists in `indices`.
+            let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
+            // No branch per index: a bad one only clears `ok`, and the
+            // offset it spoils is never used.
+            let x = resolve::<CLIP>(v, axis.size, plan.wrap_negative);
+            ok &= x.is_some();
+            off = off.wrapping_add((x.unwrap_or(0) as isize).wrapping_mul(axis.data_stride));
+        }
+        *slot = if ok {
+            off
+        } else if ZERO {
+            ZERO_FILL
+        } else {
+            return Err(BadRow);
+        };
+        data_off += inner.data_stride;
+        index_off += inner.index_stride;
+    }
+    Ok(())
+}
+
+/// Finds the first stored index (C order of `indices`) among index rows
+/// `rows` that addresses nothing: `(row, position in tuple)`.
+///
+/// # Safety
+/// `plan` checked; `rows.end <= plan.n_index_rows`.
+pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
+    plan: &Plan<'_>,
+    rows: std::ops::Range<usize>,
+) -> Option<(usize, usize)> {
+    let dims = &plan.index_rows;
+    let mut od = Odometer::new(dims, rows.start);
+    let mut row = rows.start;
+    while row < rows.end {
+        let run = od.inner_left(dims).min(rows.end - row);
+        // SAFETY: forwarded; the run stays on existing index rows.
+        let bad = unsafe {
+            match plan.tuple.as_slice() {
+                [axis] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*axis], run),
+                [a, b] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*a, *b], run),
+                [a, b, c] => first_bad_in_run::<T, CLIP, _>(plan, &od, [*a, *b, *c], run),
+                all => first_bad_in_run::<T, CLIP, _>(plan, &od, all, run),
+            }
+        };
+        if let Some((r, j)) = bad {
+            return Some((row + r, j));
+        }
+        od.skip_inner(dims, run);
+        row += run;
+    }
+    None
+}
+
+/// Index rows validated between two looks at the verdict: the check
+/// itself has no branch, so the loop runs at the speed of the loads.
+const CHECK_CHUNK: usize = 64;
+
+/// The first bad index in `run` index rows along the innermost axis from
+/// the odometer's position: `(row within the run, position in tuple)`.
+///
+/// # Safety
+/// As for [`first_bad`]; `run <= od.inner_left()`.
+#[inline(always)]
+unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>>(
+    plan: &Plan<'_>,
+    od: &Odometer,
+    axes: A,
+    run: usize,
+) -> Option<(usize, usize)> {
+    let axes = axes.as_ref();
+    let step = plan.index_rows[plan.index_rows.len() - 1].index_stride;
+    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
+    // empty one): the pointer stays within the slice or one past its end.
+    let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
+    let good = |r: usize, j: usize| {
+        // SAFETY: row r < run of this run and position j < k of its tuple
+        // exist in `indices`, inside its span.
+        let v = unsafe {
+            let tuple = index_base.offset(od.index_off + r as isize * step);
+            T::load(tuple.offset(j as isize * plan.tuple_stride))
+        };
+        resolve::<CLIP>(v, axes[j].size, plan.wrap_negative).is_some()
+    };
+    let mut start = 0;
+    while start < run {
+        let end = (start + CHECK_CHUNK).min(run);
+        let all_good = (start..end).fold(true, |ok, r| {
+            (0..axes.len()).fold(ok, |ok, j| ok & good(r, j))
+        });
+        if !all_good {
+            for r in start..end {
+                if let Some(j) = (0..axes.len()).find(|&j| !good(r, j)) {
+                    return Some((r, j));
+                }
+            }
+        }
+        start = end;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_wraps_and_checks() {
+        assert_eq!(resolve::<false>(-1, 3, true), Some(2));
+        assert_eq!(resolve::<false>(-3, 3, true), Some(0));
+        assert_eq!(resolve::<false>(-4, 3, true), None);
+        assert_eq!(resolve::<false>(3, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MIN, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MAX, 3, true), None);
+        assert_eq!(resolve::<false>(i64::MIN, isize::MAX as usize, true), None);
+        assert_eq!(
+            resolve::<false>(-(isize::MAX as i64), isize::MAX as usize, true),
+            Some(0)
+        );
+        assert_eq!(resolve::<false>(0, 0, true), None);
+    }
+
+    #[test]
+    fn resolve_clips_after_wrapping() {
+        assert_eq!(resolve::<true>(-1, 3, true), Some(2));
+        assert_eq!(resolve::<true>(-7, 3, true), Some(0));
+        assert_eq!(resolve::<true>(9, 3, true), Some(2));
+        assert_eq!(resolve::<true>(0, 0, true), None);
+    }
+
+    #[test]
+    fn negatives_can_be_out_of_range() {
+        assert_eq!(resolve::<false>(-1, 3, false), None);
+        assert_eq!(resolve::<false>(2, 3, false), Some(2));
+        assert_eq!(resolve::<true>(-1, 3, false), Some(0));
+    }
+}
