@@ -98,8 +98,10 @@ def check_metadata(text: str, source: str) -> None:
     if meta.get("Requires-Python") != ">=3.10":
         fail(f"{source}: Requires-Python is {meta.get('Requires-Python')!r}")
     if len(problems) == before:
-        ok(f"{source}: {meta['Name']} {meta['Version']}, {LICENSE_EXPRESSION}, "
-           f"{len(classifiers)} classifiers")
+        ok(
+            f"{source}: {meta['Name']} {meta['Version']}, {LICENSE_EXPRESSION}, "
+            f"{len(classifiers)} classifiers"
+        )
 
 
 def check_isa(so: bytes, name: str) -> None:
@@ -112,7 +114,9 @@ def check_isa(so: bytes, name: str) -> None:
         f.flush()
         listing = subprocess.run(
             [objdump, "-d", "--no-show-raw-insn", f.name],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     found: dict[str, int] = {}
     for line in listing.splitlines():
@@ -149,8 +153,10 @@ def main() -> int:
             fail(f"{wheel.name}: tag {tag} is not cp310-abi3")
         glibc = glibc_of(tag.platform, arch)
         if glibc is None or glibc > MAX_GLIBC:
-            fail(f"{wheel.name}: platform tag {tag.platform} is not manylinux for glibc <= "
-                 f"{MAX_GLIBC[0]}.{MAX_GLIBC[1]} on {arch}")
+            fail(
+                f"{wheel.name}: platform tag {tag.platform} is not manylinux for glibc <= "
+                f"{MAX_GLIBC[0]}.{MAX_GLIBC[1]} on {arch}"
+            )
     claimed = max(glibc_of(t.platform, arch) or (99, 0) for t in tags)
     ok(f"{wheel.name}: tags {sorted(str(t) for t in tags)}")
 
@@ -176,8 +182,10 @@ def main() -> int:
         for key in ("unsupported_isa", "pyfpe", "ucs2"):
             if report[key]:
                 fail(f"auditwheel: {key} is set")
-        ok(f"auditwheel: consistent with {report['overall_tag']}, no external libraries, "
-           f"symbols from {sorted(report['versioned_symbols'])}")
+        ok(
+            f"auditwheel: consistent with {report['overall_tag']}, no external libraries, "
+            f"symbols from {sorted(report['versioned_symbols'])}"
+        )
 
     # Contents: one abi3 extension, the license files, the metadata.
     with zipfile.ZipFile(wheel) as z:
@@ -204,8 +212,9 @@ def main() -> int:
         if pkg_info is not None:
             check_metadata(pkg_info.read().decode(), f"{sdist.name} PKG-INFO")
 
-    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel),
-                            str(sdist)])
+    twine = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)]
+    )
     if twine.returncode:
         fail("twine check --strict")
 

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import ndgather
@@ -225,33 +226,28 @@ def test_gil_is_released_during_a_large_gather() -> None:
             continue
         inner = [s for s in stamps if start + 0.02 < s < end - 0.02]
         expected_ms = (duration - 0.04) * 1000
-        assert len(inner) >= 0.3 * expected_ms, (
+        # Holding the GIL, the Python thread could not run at all inside the window (0 stamps).
+        # Released, it stamps every millisecond it gets a core: all of them on an idle machine,
+        # about a quarter on a 2-core one at load 8 (CI shares its cores), so the bar is low.
+        assert len(inner) >= max(5, 0.05 * expected_ms), (
             f"the Python thread made progress {len(inner)} times in {duration:.3f} s "
-            f"(expected about {expected_ms:.0f}): the GIL seems held during the gather"
+            f"(about {expected_ms:.0f} on an idle machine): the GIL seems held during the gather"
         )
         return
     pytest.skip("could not make a gather last long enough to judge")
 
 
-def test_gil_released_for_threads_running_in_parallel() -> None:
-    """Two Python threads each running gathers (one ndgather worker each) finish in about the
-    time one takes alone; holding the GIL would make it twice as long. The data fits in the
-    cache, so that the two cores do not merely wait on the same memory."""
-    if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(2)) < 2:
-        pytest.skip("needs 2 cores")
-    ndgather.set_num_threads(1)
-    rng = np.random.default_rng(5)
-    data = rng.standard_normal(4096)
-    idx = rng.integers(0, data.size, size=1_000_000)
+def _two_threads_ratio(work: Callable[[], object]) -> float:
+    """Time of `work` in two threads at once over its time in one (about 1 when both get a core
+    and release the GIL, 2 when either fails)."""
 
-    def one() -> float:
+    def serial() -> float:
         t0 = time.perf_counter()
-        for _ in range(25):
-            ndgather.gather(data, idx)
+        work()
         return time.perf_counter() - t0
 
     def two() -> float:
-        ts = [threading.Thread(target=one) for _ in range(2)]
+        ts = [threading.Thread(target=work) for _ in range(2)]
         t0 = time.perf_counter()
         for t in ts:
             t.start()
@@ -259,16 +255,49 @@ def test_gil_released_for_threads_running_in_parallel() -> None:
             t.join()
         return time.perf_counter() - t0
 
-    one()  # warm up
+    one = serial()
+    return two() / one
+
+
+def test_gil_released_for_threads_running_in_parallel() -> None:
+    """Two Python threads each running gathers (one ndgather worker each) finish in about the
+    time one takes alone; holding the GIL would make it twice as long. The data fits in the
+    cache, so that the two cores do not merely wait on the same memory. Beside each
+    measurement, a control that surely runs in parallel (NumPy's `sin`, which releases the GIL,
+    on data of the same size) tells whether the machine gives two threads two cores at that
+    moment (CI shares its cores): if the control never does, the test cannot judge and skips."""
+    if len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(2)) < 2:
+        pytest.skip("needs 2 cores")
+    ndgather.set_num_threads(1)
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal(4096)
+    idx = rng.integers(0, data.size, size=1_000_000)
+    x = rng.standard_normal(200_000)
+
+    def gathers() -> None:
+        for _ in range(25):
+            ndgather.gather(data, idx)
+
+    def control() -> None:
+        y = np.empty_like(x)
+        for _ in range(25):
+            np.sin(x, out=y)
+
+    gathers()  # warm up
+    control()
     time.sleep(0.2)  # let idle pool workers of earlier tests go to sleep
     # holding the GIL: about 2x; released: about 1x. Best of a few adjacent measurements.
-    ratios = []
-    for _ in range(5):
-        serial = one()
-        ratios.append(two() / serial)
+    ratios, controls = [], []
+    for _ in range(8):
+        controls.append(_two_threads_ratio(control))
+        ratios.append(_two_threads_ratio(gathers))
         if ratios[-1] < 1.5:
-            break
-    assert min(ratios) < 1.5, f"two threads took {min(ratios):.2f}x the time of one: {ratios}"
+            return
+    if min(controls) >= 1.5:
+        pytest.skip(f"two threads got no second core (control {min(controls):.2f}x): busy machine")
+    assert (
+        min(ratios) < 1.5
+    ), f"two threads took {min(ratios):.2f}x the time of one: {ratios} (control: {controls})"
 
 
 def test_indices_mutated_during_gather_never_crash() -> None:
