@@ -57,3 +57,34 @@ bench-access:
 ## ".[dask]"), threaded scheduler and a 2-process LocalCluster; the table goes into README.md
 bench-dask:
 	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --readme README.md
+# --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
+BUILD_VENV = .venv-build
+# The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).
+BUILD_PYTHON ?= python3
+
+.PHONY: wheel wheel-test
+
+$(BUILD_VENV)/.installed: .ci/wheel-requirements.txt
+	rm -rf $(BUILD_VENV)
+	$(BUILD_PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -r .ci/wheel-requirements.txt
+	touch $@
+
+## wheel: dist/ gets one abi3 wheel tagged manylinux2014 (glibc 2.17, baseline x86-64) and the
+## sdist, built with the pinned toolchain of .ci/wheel-requirements.txt (maturin, zig from
+## PyPI) in $(BUILD_VENV); then `auditwheel show` and the checks of .ci/check_dist.py (tags,
+## external libraries, instructions, metadata, licenses, twine check). Needs cargo.
+wheel: $(BUILD_VENV)/.installed
+	rm -rf dist
+	env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS \
+		PATH="$(abspath $(BUILD_VENV))/bin:$$PATH" \
+		$(BUILD_VENV)/bin/maturin build --release --locked --zig \
+		--compatibility manylinux2014 --out dist
+	$(BUILD_VENV)/bin/maturin sdist --out dist
+	$(BUILD_VENV)/bin/python .ci/check_dist.py dist
+
+## wheel-test: the wheel in dist/ (from `make wheel`) installed with the test extra into a
+## clean venv per CPython 3.10-3.13 found (pyenv or python3.X on PATH), and the 3.10 one
+## again with the oldest NumPy allowed; `python -m pytest tests` in each with no cargo on PATH
+wheel-test:
+	.ci/wheel-test
