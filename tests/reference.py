@@ -366,7 +366,8 @@ def assert_result_array(res: Any, *inputs: Any) -> None:
 
 
 # --------------------------------------------------------------------------- spec examples
-# Literal transcriptions of the printed examples in /work/shared/specs/ (../shared/specs/).
+# Literal transcriptions of the examples printed in the operators' specifications (ONNX
+# GatherND-11/12/13, OpenVINO Gather-7, GatherND-8, Apple BNNSGatherND).
 # Each entry: (name, data, indices, batch_dims, expected output, expected shape).
 
 ONNX_GATHERND_EXAMPLES = [

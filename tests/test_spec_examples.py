@@ -1,4 +1,4 @@
-"""Every example printed in ../shared/specs/, through every wrapper whose version it fits,
+"""Every example printed in the operators' specifications, through each wrapper its version fits,
 and through the runtimes when they are installed (ONNX examples on onnxruntime, OpenVINO
 examples on the OpenVINO CPU plugin).
 
