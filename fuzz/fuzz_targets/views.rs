@@ -9,8 +9,8 @@ use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use ndgather::{span, GatherError};
 use ndgather_fuzz::{
-    c_order, check, dim, exec, fill_indices, index_type, itemsize, one_in, verdict, Array, Call,
-    Op, Verdict,
+    check, dim, exec, fill_indices, for_each_coord, index_type, itemsize, one_in, pattern, verdict,
+    Array, Call, Op, Verdict,
 };
 
 fuzz_target!(|bytes: &[u8]| {
@@ -71,9 +71,7 @@ fn raw_array(u: &mut Unstructured<'_>, itemsize: usize) -> arbitrary::Result<Arr
     } else {
         u.int_in_range(0..=len)?
     };
-    let bytes = (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
-        .collect();
+    let bytes = pattern()[..len].to_vec();
     Ok(Array {
         bytes,
         offset,
@@ -121,14 +119,15 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         if want == Verdict::Valid && a.itemsize > 0 {
             let few = a.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
             if few.is_some_and(|n| n <= 4096) {
-                for c in c_order(&a.shape) {
+                for_each_coord(&a.shape, |c| {
                     let p = a.offset as i128
                         + c.iter()
                             .zip(&a.strides)
                             .map(|(&c, &s)| c as i128 * s as i128)
                             .sum::<i128>();
                     assert!(p >= 0 && p + a.itemsize as i128 <= a.bytes.len() as i128);
-                }
+                    true
+                });
             }
         }
     }
