@@ -10,8 +10,10 @@ BENCH_JSON = bench-results/compare_numpy.json
 PEERS_JSON = bench-results/compare.json
 PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
+# Seconds each fuzz target runs in `make fuzz`.
+FUZZ_SECONDS ?= 300
 
-.PHONY: dev test lint bench bench-readme bench-peers bench-access
+.PHONY: dev test lint bench bench-readme bench-peers bench-access fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -51,3 +53,9 @@ bench-peers:
 ## copy limits (how much of the time is where the reads land); the table goes into README.md
 bench-access:
 	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --readme README.md
+
+## fuzz: every cargo-fuzz target in fuzz/ for $(FUZZ_SECONDS) s each, one at a time, under
+## AddressSanitizer; fails on a finding. Needs a nightly toolchain (cargo +nightly); installs
+## cargo-fuzz if missing. `make fuzz FUZZ_SECONDS=30` for a quick pass.
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)
