@@ -12,7 +12,10 @@ PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
 DASK_JSON = bench-results/dask.json
 
-.PHONY: dev test lint bench bench-readme bench-peers bench-access bench-dask
+# Seconds each fuzz target runs in `make fuzz`.
+FUZZ_SECONDS ?= 300
+
+.PHONY: dev test lint bench bench-readme bench-peers bench-access bench-dask fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -88,3 +91,8 @@ wheel: $(BUILD_VENV)/.installed
 ## again with the oldest NumPy allowed; `python -m pytest tests` in each with no cargo on PATH
 wheel-test:
 	.ci/wheel-test
+## fuzz: every cargo-fuzz target in fuzz/ for $(FUZZ_SECONDS) s each, one at a time, under
+## AddressSanitizer; fails on a finding. Needs a nightly toolchain (cargo +nightly); installs
+## cargo-fuzz if missing. `make fuzz FUZZ_SECONDS=30` for a quick pass.
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)

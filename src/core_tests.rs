@@ -612,4 +612,86 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
             }
         }
     }
+/// Geometry no NumPy array has (found by `fuzz/`): an empty view's other
+/// axes are checked against no buffer, so they may be longer than `isize`
+/// or their product may not fit 64 bits. Planning must refuse them as an
+/// `Overflow`, not panic on an overflow (debug builds) nor wrap and skip
+/// the index checks (release builds).
+#[test]
+fn absurd_axes_next_to_an_empty_one_are_an_overflow() {
+    let one = [5u8];
+    let bytes = [0u8; 8];
+    // Indices of 2^64 virtual elements (zero strides) gathered into an
+    // empty output: the index walk's length did not fit usize.
+    let d = ArrayView {
+        bytes: &bytes,
+        offset: 0,
+        shape: &[2, 0],
+        strides: &[1, 1],
+        itemsize: 1,
+    };
+    let i = ArrayView {
+        bytes: &one,
+        offset: 0,
+        shape: &[1 << 32, 1 << 32],
+        strides: &[0, 0],
+        itemsize: 1,
+    };
+    assert!(matches!(
+        plan_gather(d, i, IndexType::I8, 0, 0),
+        Err(GatherError::Overflow(_))
+    ));
+    // An axis of usize::MAX beside an empty one: its size read as i64 was
+    // -1, and the out-of-range index u64::MAX passed for valid.
+    let d = ArrayView {
+        bytes: &bytes,
+        offset: 0,
+        shape: &[usize::MAX, 0],
+        strides: &[1, 1],
+        itemsize: 1,
+    };
+    let idx = u64::MAX.to_ne_bytes();
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[1, 1],
+        strides: &[8, 8],
+        itemsize: 8,
+    };
+    assert!(matches!(
+        plan_gather_nd(d, i, IndexType::U64, 0),
+        Err(GatherError::Overflow(_))
+    ));
+}
+
+/// The strides of an empty `data` are not checked against a buffer; merging
+/// its batch axes multiplied them without a check (found by `fuzz/`).
+#[test]
+fn huge_strides_of_an_empty_data_do_not_overflow() {
+    let bytes = [0u8; 4];
+    let d = ArrayView {
+        bytes: &bytes,
+        offset: 0,
+        shape: &[2, 2, 0],
+        strides: &[1, isize::MAX, 1],
+        itemsize: 2,
+    };
+    let idx = [0u8; 4];
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[2, 2, 1],
+        strides: &[2, 1, 1],
+        itemsize: 1,
+    };
+    let plan = plan_gather_nd(d, i, IndexType::U8, 2).unwrap();
+    assert_eq!(plan.out_shape(), &[2, 2]);
+    // Every index addresses the empty axis: zeros, or an error.
+    let mut out = [0xEEu8; 8];
+    plan.execute(Mode::Zero, &mut out, Validation::BeforeWriting, 1).unwrap();
+    assert_eq!(out, [0; 8]);
+    assert!(matches!(
+        plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, 1),
+        Err(GatherError::IndexOutOfRange(_))
+    ));
 }

@@ -233,7 +233,11 @@ impl Plan<'_> {
                 if clip { first_bad::<T, true>(self, rows) } else { first_bad::<T, false>(self, rows) }
             })
         };
-        let reads = n * self.tuple.len() * self.index_type.itemsize();
+        // Saturating: zero-stride indices may hold far more index rows than
+        // bytes.
+        let reads = n
+            .saturating_mul(self.tuple.len())
+            .saturating_mul(self.index_type.itemsize());
         let bad = if threads <= 1 || reads < PARALLEL_MIN_COST {
             scan(0..n)
         } else {

@@ -106,8 +106,13 @@ pub(crate) fn coalesce(dims: impl IntoIterator<Item = Dim>) -> Dims {
             continue;
         }
         if let Some(prev) = out.last_mut() {
+            // Checked: the strides of an empty `data` are never checked
+            // against a buffer, so `stride * size` may not fit (and then
+            // the axes do not merge).
             let n = d.size as isize;
-            if prev.data_stride == d.data_stride * n && prev.index_stride == d.index_stride * n {
+            if Some(prev.data_stride) == d.data_stride.checked_mul(n)
+                && Some(prev.index_stride) == d.index_stride.checked_mul(n)
+            {
                 prev.size *= d.size;
                 prev.data_stride = d.data_stride;
                 prev.index_stride = d.index_stride;

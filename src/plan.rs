@@ -106,7 +106,10 @@ impl Plan<'_> {
 
     /// Bytes a call moves: the result written plus the indices read.
     pub fn work_bytes(&self) -> usize {
-        let reads = self.n_rows.max(self.n_index_rows) * self.tuple.len();
+        let reads = self
+            .n_rows
+            .max(self.n_index_rows)
+            .saturating_mul(self.tuple.len());
         self.out_bytes
             .saturating_add(reads.saturating_mul(self.index_type.itemsize()))
     }
@@ -145,26 +148,20 @@ fn invalid(msg: String) -> GatherError {
     GatherError::InvalidArgument(msg)
 }
 
-/// Element and byte counts of `shape`, or `Overflow`.
+/// The byte count of an output of `shape`, or `Overflow`. As NumPy counts
+/// an array's size, the axes that are not empty must fit `isize` in
+/// elements and in bytes even when another axis is empty: every walk of the
+/// plan (rows, index rows, slice) runs over a subset of these axes, so its
+/// length and the coalescing of its axes cannot overflow either.
 fn checked_sizes(shape: &[usize], itemsize: usize) -> Result<usize> {
-    let overflow = || {
+    let bytes = numpy_size(shape, itemsize).ok_or_else(|| {
         GatherError::Overflow(format!(
-            "the output shape {} with itemsize {itemsize} has more bytes than fit in 64 bits",
+            "the output shape {} with itemsize {itemsize} has more elements or bytes than fit \
+             in an isize (its empty axes aside)",
             fmt_tuple(shape)
         ))
-    };
-    if shape.contains(&0) {
-        return Ok(0);
-    }
-    let elems = shape
-        .iter()
-        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-        .ok_or_else(overflow)?;
-    let bytes = elems.checked_mul(itemsize).ok_or_else(overflow)?;
-    if bytes > isize::MAX as usize {
-        return Err(overflow());
-    }
-    Ok(bytes)
+    })?;
+    Ok(if shape.contains(&0) { 0 } else { bytes })
 }
 
 fn check_batch_shapes(data: &[usize], indices: &[usize], b: usize, op: &str) -> Result<()> {
@@ -192,7 +189,45 @@ fn checked_views(
             indices.itemsize
         )));
     }
+    // NumPy's rule for every array: an empty view's other axes are never
+    // checked against a buffer, yet the planning and the index checks rely
+    // on axis sizes of at most isize::MAX.
+    for (what, v) in [("data", data), ("indices", indices)] {
+        if numpy_size(v.shape, v.itemsize).is_none() {
+            return Err(GatherError::Overflow(format!(
+                "{what} shape {} with itemsize {} has more elements or bytes than fit in an \
+                 isize (its empty axes aside)",
+                fmt_tuple(v.shape),
+                v.itemsize
+            )));
+        }
+    }
     Ok(())
+}
+
+/// The byte count of `shape` as NumPy bounds it: its axes that are not
+/// empty must fit `isize` in elements and in bytes; `None` if they do not.
+fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
+    shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= isize::MAX as usize)
+        .and_then(|n| n.checked_mul(itemsize))
+        .filter(|&b| b <= isize::MAX as usize)
+}
+
+/// The strides a plan walks `data` with. An empty `data` is never read (its
+/// rows are zero-filled or out of range), and its strides, checked against
+/// no buffer, may be anything: it is walked with zero strides, so that no
+/// offset arithmetic can overflow.
+fn walk_strides<'s>(data: &ArrayView<'s>, zeros: &'s mut SmallVec<[isize; 8]>) -> &'s [isize] {
+    if data.is_empty() {
+        zeros.resize(data.strides.len(), 0);
+        zeros
+    } else {
+        data.strides
+    }
 }
 
 /// Plans `gather_nd` with ONNX GatherND-13 / OpenVINO GatherND-8 semantics.
@@ -234,17 +269,19 @@ pub fn plan_gather_nd<'a>(
 
     let out_shape: Shape = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
+    let mut zeros = SmallVec::new();
+    let strides = walk_strides(&data, &mut zeros);
 
     let rows = coalesce((0..q - 1).map(|i| Dim {
         size: is[i],
-        data_stride: if i < b { data.strides[i] } else { 0 },
+        data_stride: if i < b { strides[i] } else { 0 },
         index_stride: indices.strides[i],
     }));
     let tuple = (b..b + k)
         .map(|axis| TupleAxis {
             axis,
             size: ds[axis],
-            data_stride: data.strides[axis],
+            data_stride: strides[axis],
         })
         .collect();
     Ok(finish(PlanParts {
@@ -258,7 +295,7 @@ pub fn plan_gather_nd<'a>(
         position_rank: q - 1,
         tuple,
         tuple_stride: indices.strides[q - 1],
-        slice: SliceLayout::new(&ds[b + k..], &data.strides[b + k..], data.itemsize),
+        slice: SliceLayout::new(&ds[b + k..], &strides[b + k..], data.itemsize),
         is_nd: true,
     }))
 }
@@ -311,15 +348,17 @@ pub fn plan_gather<'a>(
         .copied()
         .collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
+    let mut zeros = SmallVec::new();
+    let strides = walk_strides(&data, &mut zeros);
 
     let batch = (0..b).map(|i| Dim {
         size: is[i],
-        data_stride: data.strides[i],
+        data_stride: strides[i],
         index_stride: indices.strides[i],
     });
     let outer = (b..a).map(|i| Dim {
         size: ds[i],
-        data_stride: data.strides[i],
+        data_stride: strides[i],
         index_stride: 0,
     });
     let inner = (b..is.len()).map(|i| Dim {
@@ -339,10 +378,10 @@ pub fn plan_gather<'a>(
         tuple: smallvec::smallvec![TupleAxis {
             axis: a,
             size: ds[a],
-            data_stride: data.strides[a],
+            data_stride: strides[a],
         }],
         tuple_stride: 0,
-        slice: SliceLayout::new(&ds[a + 1..], &data.strides[a + 1..], data.itemsize),
+        slice: SliceLayout::new(&ds[a + 1..], &strides[a + 1..], data.itemsize),
         is_nd: false,
     }))
 }
