@@ -222,7 +222,7 @@ fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
 /// no buffer, may be anything: it is walked with zero strides, so that no
 /// offset arithmetic can overflow.
 fn walk_strides<'s>(data: &ArrayView<'s>, zeros: &'s mut SmallVec<[isize; 8]>) -> &'s [isize] {
-    if data.is_empty() {
+    if data.shape.contains(&0) {
         zeros.resize(data.strides.len(), 0);
         zeros
     } else {

@@ -31,10 +31,17 @@ pub(crate) const POOL_MIN_BYTES: usize = 1 << 20;
 pub(crate) const DEFAULT_POOL_BYTES: usize = 1 << 30;
 
 /// How long a freed buffer waits for reuse before it goes back to the
-/// system. A service that keeps making large results reuses its buffers
-/// within milliseconds; benchmarks that interleave ndgather with other
-/// libraries come back within about a second.
-pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(5);
+/// system. Long enough for a process that makes a large result every few
+/// seconds to keep its buffer: with 5 s, the interleaved benchmark, whose
+/// rounds took up to 5 s on a loaded 2-core machine, lost its buffer between
+/// rounds and paid the page faults again (rows_1m_f64 1.7x slower); short
+/// enough that a process that stopped making large results gives the memory
+/// back soon after.
+#[cfg(not(test))]
+pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(10);
+/// The same, short, so that the unit test of idle release is quick.
+#[cfg(test)]
+pub(crate) const IDLE_RELEASE: Duration = Duration::from_millis(300);
 
 /// A pooled allocation of `capacity` bytes, page-aligned.
 #[derive(Debug)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 
 import ndgather
 import numpy as np
@@ -56,12 +55,12 @@ def test_views_keep_a_pooled_buffer_alive() -> None:
     np.testing.assert_array_equal(other, data[idx[::-1, 0]])
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _make_and_free_large_results(count: int, rows: int) -> None:
+def make_and_free_large_results(count: int, rows: int) -> None:
     data = np.ones((1024, 1024), dtype=np.float64)  # rows of 8 KiB
     idx = np.arange(rows) % 1024
     for k in range(count):
@@ -75,14 +74,14 @@ def _make_and_free_large_results(count: int, rows: int) -> None:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
 def test_release_pool_returns_the_memory_to_the_system() -> None:
     ndgather.release_pool()
-    baseline = _rss_bytes()
-    _make_and_free_large_results(4, 4096)  # 32 MiB, then smaller
+    baseline = rss_bytes()
+    make_and_free_large_results(4, 4096)  # 32 MiB, then smaller
     held = ndgather.pool_bytes()
     assert held >= 32 << 20
-    assert _rss_bytes() - baseline >= held * 0.9  # the pool's pages are resident
+    assert rss_bytes() - baseline >= held * 0.9  # the pool's pages are resident
     assert ndgather.release_pool() == held
     assert ndgather.pool_bytes() == 0
-    assert _rss_bytes() - baseline < 8 << 20
+    assert rss_bytes() - baseline < 8 << 20
 
 
 def test_the_pool_limit_bounds_what_is_kept() -> None:
@@ -91,11 +90,11 @@ def test_the_pool_limit_bounds_what_is_kept() -> None:
         ndgather.release_pool()
         ndgather.set_pool_limit(20 << 20)
         assert ndgather.get_pool_limit() == 20 << 20
-        _make_and_free_large_results(4, 2048)
+        make_and_free_large_results(4, 2048)
         assert 0 < ndgather.pool_bytes() <= 20 << 20
         ndgather.set_pool_limit(0)  # off: everything goes, nothing new is kept
         assert ndgather.pool_bytes() == 0
-        _make_and_free_large_results(2, 2048)
+        make_and_free_large_results(2, 2048)
         assert ndgather.pool_bytes() == 0
         with pytest.raises(ValueError, match="limit"):
             ndgather.set_pool_limit(-1)
@@ -103,16 +102,3 @@ def test_the_pool_limit_bounds_what_is_kept() -> None:
             ndgather.set_pool_limit(2**64)
     finally:
         ndgather.set_pool_limit(limit)
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
-def test_idle_buffers_are_released_by_themselves() -> None:
-    ndgather.release_pool()
-    baseline = _rss_bytes()
-    _make_and_free_large_results(3, 4096)
-    assert ndgather.pool_bytes() > 0
-    deadline = time.monotonic() + ndgather._core.IDLE_RELEASE_SECONDS + 5
-    while ndgather.pool_bytes() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert ndgather.pool_bytes() == 0
-    assert _rss_bytes() - baseline < 8 << 20

@@ -14,11 +14,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable
 
 import ndgather
 import numpy as np
 import pytest
+from test_pool import make_and_free_large_results, rss_bytes
 
 pytestmark = pytest.mark.stress
 
@@ -202,3 +204,19 @@ def test_thread_count_changes_during_gathers_never_change_results() -> None:
             stop.set()
 
     run_threads([resize, gather, gather])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_idle_buffers_are_released_by_themselves() -> None:
+    """A long-running process that stopped making large results gets the pool's memory back
+    without calling anything: its buffers leave after IDLE_RELEASE_SECONDS, and so does
+    their share of the RSS."""
+    ndgather.release_pool()
+    baseline = rss_bytes()
+    make_and_free_large_results(3, 4096)
+    assert ndgather.pool_bytes() > 0
+    deadline = time.monotonic() + ndgather._core.IDLE_RELEASE_SECONDS + 5
+    while ndgather.pool_bytes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ndgather.pool_bytes() == 0
+    assert rss_bytes() - baseline < 8 << 20
