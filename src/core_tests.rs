@@ -612,6 +612,8 @@ fn broadcast_indices_are_validated_once_per_distinct_value() {
             }
         }
     }
+}
+
 /// Geometry no NumPy array has (found by `fuzz/`): an empty view's other
 /// axes are checked against no buffer, so they may be longer than `isize`
 /// or their product may not fit 64 bits. Planning must refuse them as an
