@@ -690,7 +690,8 @@ fn huge_strides_of_an_empty_data_do_not_overflow() {
     assert_eq!(plan.out_shape(), &[2, 2]);
     // Every index addresses the empty axis: zeros, or an error.
     let mut out = [0xEEu8; 8];
-    plan.execute(Mode::Zero, &mut out, Validation::BeforeWriting, 1).unwrap();
+    plan.execute(Mode::Zero, &mut out, Validation::BeforeWriting, 1)
+        .unwrap();
     assert_eq!(out, [0; 8]);
     assert!(matches!(
         plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, 1),
