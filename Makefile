@@ -12,24 +12,47 @@ PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
 DASK_JSON = bench-results/dask.json
 
-.PHONY: dev test lint bench bench-readme bench-peers bench-access bench-dask
+.PHONY: dev check lint test test-rust stress bench-quick
+.PHONY: bench bench-readme bench-peers bench-access bench-dask
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
 	VIRTUAL_ENV=$(PYTHON_ENV) $(PYTHON) -m maturin develop --profile dev-release
 
-## test: the README's test command
-test:
-	$(PYTHON) -m pytest tests
+## check: every check CI runs (.ci/run calls these targets one by one)
+check: lint test-rust test bench-quick
 
-## lint: Rust format and clippy (core and bindings), ruff, mypy --strict, stubtest
+## lint: Rust format and clippy (core and bindings), ruff (lint and format), mypy --strict,
+## stubtest, the minimum supported Rust version (.ci/msrv)
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather
 	$(PYTHON) -m mypy.stubtest ndgather._core $(addprefix --allowlist ,$(STUBTEST_ALLOWLIST))
+	python3 .ci/msrv
+
+## test: the README's test command
+test:
+	$(PYTHON) -m pytest tests
+
+## test-rust: the core's tests, without Python
+test-rust:
+	cargo test
+
+## stress: the stress suite alone
+stress:
+	$(PYTHON) -m pytest tests -m stress
+
+## bench-quick: every benchmark script on tiny sizes: they run and the candidates agree
+bench-quick:
+	$(PYTHON) -m ndgather --quick
+	$(PYTHON) benches/compare_numpy.py --quick
+	$(PYTHON) benches/compare.py --quick
+	$(PYTHON) benches/access_pattern.py --quick
+	$(PYTHON) benches/dask_gather.py --quick
 
 ## bench: ndgather against NumPy's fastest idioms, results in $(BENCH_JSON)
 bench:
