@@ -91,11 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be >= 1")
     named = set(filter(None, args.peers.split(",")))
-    if named - {"numpy", *peers.RUNTIMES}:
-        parser.error(f"unknown runtime(s) {', '.join(sorted(named - {'numpy', *peers.RUNTIMES}))}")
+    unknown = named - {"numpy", *peers.RUNTIMES}
+    if unknown:
+        parser.error(f"unknown runtime(s) {', '.join(sorted(unknown))}")
     numpy_only = named == {"numpy"}
     cases = chosen(parser, args, CASES)
-    rounds = args.rounds or (3 if args.quick else 15 if numpy_only else 21)
+    rounds = (
+        args.rounds if args.rounds is not None else (3 if args.quick else 15 if numpy_only else 21)
+    )
     min_sample_s = args.min_sample_time or (0.001 if args.quick else 0.02)
     if args.threads is not None:
         ndgather.set_num_threads(args.threads)
