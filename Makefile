@@ -15,51 +15,79 @@ DASK_JSON = bench-results/dask.json
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
-.PHONY: dev test lint bench bench-readme bench-peers bench-access bench-dask fuzz
+.PHONY: dev check lint test test-rust stress bench-quick
+.PHONY: bench bench-doc bench-peers bench-access bench-dask fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
 	VIRTUAL_ENV=$(PYTHON_ENV) $(PYTHON) -m maturin develop --profile dev-release
 
-## test: the README's test command
-test:
-	$(PYTHON) -m pytest tests
+## check: every check CI runs (.ci/run calls these targets one by one)
+check: lint test-rust test bench-quick
 
-## lint: Rust format and clippy (core and bindings), ruff, mypy --strict, stubtest
+## lint: Rust format and clippy (core and bindings), ruff (lint and format), mypy --strict,
+## stubtest, the minimum supported Rust version (.ci/msrv)
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather
 	$(PYTHON) -m mypy.stubtest ndgather._core $(addprefix --allowlist ,$(STUBTEST_ALLOWLIST))
+	python3 .ci/msrv
 
-## bench: ndgather against NumPy's fastest idioms, results in $(BENCH_JSON)
+## test: the README's test command
+test:
+	$(PYTHON) -m pytest tests
+
+## test-rust: the core's tests, without Python
+test-rust:
+	cargo test
+
+## stress: the stress suite alone
+stress:
+	$(PYTHON) -m pytest tests -m stress
+
+## bench-quick: every benchmark script on tiny sizes: they run and the candidates agree
+bench-quick:
+	$(PYTHON) -m ndgather --quick
+	$(PYTHON) benches/compare.py --quick
+	$(PYTHON) benches/compare.py --peers numpy --quick
+	$(PYTHON) benches/access_pattern.py --quick
+	$(PYTHON) benches/dask_gather.py --quick
+
+## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
+## in docs/performance.md ("NumPy, idiom by idiom")
 bench:
-	$(PYTHON) benches/compare_numpy.py --json $(BENCH_JSON)
+	$(PYTHON) benches/compare.py --peers numpy --json $(BENCH_JSON)
+	$(MAKE) bench-doc
 
-## bench-readme: put the table of the last `make bench` into README.md
-bench-readme:
-	$(PYTHON) benches/report.py $(BENCH_JSON) --readme README.md
+## bench-doc: put the table of the last `make bench` into docs/performance.md
+bench-doc:
+	$(PYTHON) benches/report.py $(BENCH_JSON) --doc docs/performance.md
 
 ## bench-peers: ndgather against NumPy, onnxruntime, OpenVINO and TensorFlow (pip install
-## ".[bench]"), all threads and one thread; then the README "Performance" table and
-## docs/benchmark.png. Build with `maturin develop --release` first: that is what users get.
+## ".[bench]"), all threads and one thread; then their tables in docs/performance.md, the
+## README's summary table and docs/benchmark.png. Build with `maturin develop --release`
+## first: that is what users get.
 bench-peers:
 	$(PYTHON) benches/compare.py --json $(PEERS_JSON)
 	$(PYTHON) benches/compare.py --threads 1 --json $(PEERS_1T_JSON)
 	$(PYTHON) benches/plot.py $(PEERS_JSON) --one-thread $(PEERS_1T_JSON) \
-		--png docs/benchmark.png --readme README.md
+		--png docs/benchmark.png --doc docs/performance.md --readme README.md
 
 ## bench-access: the large row gathers with random, run-wise and sequential indices beside the
-## copy limits (how much of the time is where the reads land); the table goes into README.md
+## copy limits (how much of the time is where the reads land); the table goes into
+## docs/performance.md
 bench-access:
-	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --readme README.md
+	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --doc docs/performance.md
 
 ## bench-dask: ndgather.dask against dask's own gathers and in-memory ndgather (pip install
-## ".[dask]"), threaded scheduler and a 2-process LocalCluster; the table goes into README.md
+## ".[dask]"), threaded scheduler and a 2-process LocalCluster; the table goes into
+## docs/performance.md
 bench-dask:
-	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --readme README.md
+	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

@@ -2,8 +2,7 @@
 """How much of a large gather's time is the order of its indices: the same gather, same
 shapes and bytes, with random, run-wise and sequential indices, beside the copy limits.
 
-For each large row-gather case of ``cases.py`` (the cases whose ``out=`` target is "at most
-1.25x a two-thread copy of the output's bytes"), ndgather writes into a warm ``out=`` array
+For each large row-gather case of ``cases.py``, ndgather writes into a warm ``out=`` array
 with three sets of indices of the same shape:
 
 * ``random``: the case's own, uniform over the addressed axis (what compare.py times);
@@ -17,39 +16,38 @@ random addresses, not work the kernel could skip.
 
     python benches/access_pattern.py                     # every row case, 11 rounds
     python benches/access_pattern.py --quick             # tiny sizes (CI: runs and agrees)
-    python benches/access_pattern.py --json bench-results/access.json --readme README.md
+    python benches/access_pattern.py --json bench-results/access.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import ndgather
 import numpy as np
 import peers
 from candidates import NotApplicable, ndgather_out
-from cases import Case, Inputs, select
+from cases import CASES, Case, Inputs
 from report import (
+    chosen,
+    command,
     describe_machine,
     fmt_ratio,
     fmt_seconds,
     machine_info,
     markdown_table,
+    options,
+    save,
     text_table,
-    update_readme,
+    update_doc,
 )
 from timing import Call, run_interleaved
 
-CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
+ROW_CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
 RUN = 64
-README_BEGIN = "<!-- access table -->"
-README_END = "<!-- /access table -->"
 
 
 def patterns(inputs: Inputs, seed: int = 1) -> dict[str, np.ndarray]:
@@ -128,16 +126,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, 3 rounds")
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    parser.add_argument("--readme", type=Path, help="put the table between the README markers")
+    parser = options(__doc__, CASES, "11, quick 3", table=True)
     args = parser.parse_args(argv)
-    cases = select(args.cases.split(","))
-    if args.quick:
-        cases = [c.shrunk() for c in cases]
+    cases = chosen(parser, args, CASES, default=ROW_CASES)
     rounds = args.rounds or (3 if args.quick else 11)
     min_sample_s = 0.001 if args.quick else 0.02
     machine = machine_info({"ndgather": ndgather.__version__, "numpy": np.__version__})
@@ -147,16 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.append(run(case, rounds, min_sample_s))
         peers.release()
         print(f"  {case.name} done", flush=True)
-    command = " ".join(["python", "benches/access_pattern.py", *sys.argv[1:]])
-    results = {"command": command, "rounds": rounds, "machine": machine, "cases": records}
+    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
     print(text_table(*rows(records)))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    if args.readme:
-        update_readme(args.readme, markdown(results), README_BEGIN, README_END)
-        print(f"updated {args.readme}")
+    save(results, args.json)
+    if args.doc:
+        update_doc(args.doc, markdown(results), "access table")
     return 0
 
 

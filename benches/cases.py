@@ -1,4 +1,4 @@
-"""The fixed, named benchmark cases shared by every comparison script in ``benches/``.
+"""The fixed, named benchmark cases of ``cases.txt``, shared by every script in ``benches/``.
 
 A case says *what* is gathered (operator, shapes, dtype, attributes); it knows nothing of who
 does the gathering or how it is timed. Indices are drawn uniformly from each addressed axis
@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -99,118 +100,27 @@ class Inputs:
     indices: np.ndarray
 
 
-CASES: tuple[Case, ...] = (
-    Case(
-        "ov_gnd8_xml1",
-        "OpenVINO GatherND-8 XML example 1: 3-index tuples, 15-element slices",
-        "gather_nd",
-        (1000, 256, 10, 15),
-        (25, 125, 3),
-    ),
-    Case(
-        "ov_gnd8_xml2",
-        "OpenVINO GatherND-8 XML example 2: batch_dims=2, 35-element slices",
-        "gather_nd",
-        (30, 2, 100, 35),
-        (30, 2, 3, 1),
-        batch_dims=2,
-    ),
-    Case(
-        "ov_gnd8_xml3",
-        "OpenVINO GatherND-8 XML example 3: batch_dims=3, one element per batch",
-        "gather_nd",
-        (1, 64, 64, 320),
-        (1, 64, 64, 1, 1),
-        batch_dims=3,
-    ),
-    Case(
-        "tiny_gather_nd",
-        "2x2 GatherND (ONNX example 1 shape): per-call overhead",
-        "gather_nd",
-        (2, 2),
-        (2, 2),
-    ),
-    Case(
-        "tiny_gather",
-        "3x2 Gather on axis 0 by 2x2 indices (ONNX Gather example shape): per-call overhead",
-        "gather",
-        (3, 2),
-        (2, 2),
-    ),
-    Case(
-        "points_2m",
-        "2M point lookups in a 4096x4096 float32 array",
-        "gather_nd",
-        (4096, 4096),
-        (2_000_000, 2),
-    ),
-    Case(
-        "rows_1m_256b",
-        "1M lookups of 256-byte rows",
-        "gather_nd",
-        (1_000_000, 64),
-        (1_000_000, 1),
-    ),
-    Case(
-        "rows_1m_u8",
-        "1M lookups of 64-byte uint8 rows",
-        "gather_nd",
-        (1_000_000, 64),
-        (1_000_000, 1),
-        dtype="uint8",
-    ),
-    Case(
-        "rows_1m_f64",
-        "1M lookups of 512-byte float64 rows",
-        "gather_nd",
-        (1_000_000, 64),
-        (1_000_000, 1),
-        dtype="float64",
-    ),
-    Case(
-        "slices_128k",
-        "4096 lookups of 128 KiB rows",
-        "gather_nd",
-        (4096, 32768),
-        (4096, 1),
-    ),
-    Case(
-        "tokens_b1",
-        "token gather, batch_dims=1: 512 of 2048 rows of 1 KiB per batch",
-        "gather_nd",
-        (64, 2048, 256),
-        (64, 512, 1),
-        batch_dims=1,
-    ),
-    Case(
-        "gather_axis0",
-        "Gather axis 0: 1M of 100k rows of 512 bytes",
-        "gather",
-        (100_000, 128),
-        (1_000_000,),
-    ),
-    Case(
-        "gather_axis1",
-        "Gather on a middle axis: 1024 of 4096 along axis 1, 256-byte inner blocks",
-        "gather",
-        (256, 4096, 64),
-        (1024,),
-        axis=1,
-    ),
-    Case(
-        "gather_batch",
-        "Gather axis 2 with batch_dims=1: 2048 of 4096 per batch, 64-byte inner blocks",
-        "gather",
-        (32, 8, 4096, 16),
-        (32, 2048),
-        axis=2,
-        batch_dims=1,
-    ),
-)
+def _shape(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.split(","))
 
 
-def select(names: Iterable[str] | None, cases: Sequence[Case] = CASES) -> list[Case]:
-    """The cases named (in the order given), or all of them; unknown names raise ``KeyError``."""
+def load() -> tuple[Case, ...]:
+    """The cases of ``cases.txt`` (its header says the format; ``core.rs`` reads it too)."""
+    cases = []
+    for line in Path(__file__).with_name("cases.txt").read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, op, data, idx, axis, b, dtype, _core, what = line.split(maxsplit=8)
+            ax = 0 if axis == "-" else int(axis)
+            cases.append(Case(name, what, op, _shape(data), _shape(idx), ax, int(b), dtype))
+    return tuple(cases)
+
+
+CASES = load()
+
+
+def select(names: Iterable[str] | None, cases: Sequence[Any] = CASES) -> list[Any]:
+    """The cases (anything with a ``name``) named, in the order given, or all of them;
+    unknown names raise ``KeyError``."""
     if names is None:
         return list(cases)
     by_name = {c.name: c for c in cases}

@@ -3,19 +3,24 @@
 
 For every case (``cases.py``) each candidate is given the same arrays (data, int64 indices):
 ndgather returning a new array and with ``out=``, every NumPy idiom that applies
-(``candidates.py``), and each installed runtime in each of its fast forms (``peers.py``:
+(``candidates.py``: fancy indexing, ``take``, ``ravel_multi_index`` + ``take``,
+``take_along_axis``), and each installed runtime in each of its fast forms (``peers.py``:
 onnxruntime ``run`` and IOBinding, OpenVINO's infer request with new or bound buffers,
 TensorFlow eager, raw op and ``tf.function``). All are run once and checked equal to NumPy's
 result, then timed in interleaved rounds (``timing.py``) with the copy limits beside them
 (``copy``, ``copy 2 threads``, ``alloc+copy`` of the output's bytes). Reported per case: the
 median per call of every candidate, the best of each runtime, and ndgather's over the best
-peer (below 1 is faster); then the targets of issue 4.
+peer (below 1 is faster).
 
     python benches/compare.py                                  # every case, 21 rounds
     python benches/compare.py --quick                          # tiny sizes, 3 rounds (CI)
     python benches/compare.py --threads 1 --json bench-results/compare-1t.json
     python benches/compare.py --cases points_2m,tiny_gather --peers onnxruntime
     python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json
+    python benches/compare.py --peers numpy --json bench-results/compare_numpy.json
+
+``--peers numpy`` compares with NumPy's idioms alone (no runtimes, no copy limits, 15 rounds):
+the "NumPy, idiom by idiom" table, which ``report.py`` renders from its JSON.
 
 A runtime that is not installed is skipped and named in the output. ``--threads N`` sets
 ndgather's threads and caps each runtime's (onnxruntime ``intra_op_num_threads``, OpenVINO
@@ -26,71 +31,34 @@ a way not foreseen (a foreseen one, such as OpenVINO's 8-byte types, is only "n/
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
-import shlex
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import ndgather
 import peers
 from candidates import NDGATHER, NUMPY
-from cases import CASES, SEED, select
+from cases import CASES, SEED
 from report import (
     best_peer,
     case_detail,
+    chosen,
+    command,
     describe_machine,
     fmt_seconds,
     machine_info,
+    options,
     peer_text,
-    targets,
-    targets_table,
+    save,
+    summary_rows,
+    text_table,
 )
 from runner import run_case
 
 SUBJECT = "ndgather"
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Compare ndgather with NumPy, onnxruntime, OpenVINO and TensorFlow.",
-        epilog="cases: " + ", ".join(c.name for c in CASES),
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes and few rounds: checks that it runs"
-    )
-    parser.add_argument("--cases", help="comma-separated case names (default: all)")
-    parser.add_argument(
-        "--peers",
-        default=",".join(peers.RUNTIMES),
-        help=f"comma-separated runtimes to try (default: {','.join(peers.RUNTIMES)}); "
-        "NumPy is always there",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        metavar="N",
-        help="ndgather's threads, and the cap on every runtime's (default: their defaults)",
-    )
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 21, quick 3)")
-    parser.add_argument(
-        "--min-sample-time",
-        type=float,
-        help="seconds each timed batch of calls lasts at least (default 0.02, quick 0.001)",
-    )
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    args = parser.parse_args(argv)
-    if args.threads is not None and args.threads < 1:
-        parser.error("--threads must be >= 1")
-    unknown = set(filter(None, args.peers.split(","))) - set(peers.RUNTIMES)
-    if unknown:
-        parser.error(f"unknown runtime(s) {', '.join(sorted(unknown))}")
-    return args
 
 
 def _loadavg() -> list[float] | None:
@@ -101,23 +69,44 @@ def _loadavg() -> list[float] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        cases = select(args.cases.split(",") if args.cases else None)
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
-    if args.quick:
-        cases = [c.shrunk() for c in cases]
-    rounds = args.rounds if args.rounds is not None else (3 if args.quick else 21)
+    parser = options(__doc__, CASES, "21, --peers numpy 15, quick 3", table=False)
+    parser.add_argument(
+        "--peers",
+        default=",".join(peers.RUNTIMES),
+        help=f"comma-separated runtimes to try (default: {','.join(peers.RUNTIMES)}); "
+        "NumPy is always there; numpy alone: NumPy's idioms only",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="ndgather's threads, and the cap on every runtime's (default: their defaults)",
+    )
+    parser.add_argument(
+        "--min-sample-time",
+        type=float,
+        help="seconds each timed batch of calls lasts at least (default 0.02, quick 0.001)",
+    )
+    args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be >= 1")
+    named = set(filter(None, args.peers.split(",")))
+    unknown = named - {"numpy", *peers.RUNTIMES}
+    if unknown:
+        parser.error(f"unknown runtime(s) {', '.join(sorted(unknown))}")
+    numpy_only = named == {"numpy"}
+    cases = chosen(parser, args, CASES)
+    rounds = (
+        args.rounds if args.rounds is not None else (3 if args.quick else 15 if numpy_only else 21)
+    )
     min_sample_s = args.min_sample_time or (0.001 if args.quick else 0.02)
     if args.threads is not None:
         ndgather.set_num_threads(args.threads)
 
-    wanted = tuple(p for p in peers.RUNTIMES if p in args.peers.split(","))
+    wanted = tuple(p for p in peers.RUNTIMES if p in named)
     loaded = peers.load(wanted, args.threads)
-    candidates = [*NDGATHER, *NUMPY, *loaded.candidates, *peers.COPY_LIMITS]
-    families = {c.name: c.family for c in candidates}
+    limits = () if numpy_only else peers.COPY_LIMITS
+    candidates = [*NDGATHER, *NUMPY, *loaded.candidates, *limits]
     peer_families = ["numpy", *(p for p in wanted if p not in loaded.missing)]
     machine = machine_info(
         {"ndgather": ndgather.__version__, "numpy": NUMPY[0].version, **loaded.versions},
@@ -128,7 +117,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    command = shlex.join(["python", "benches/compare.py", *sys.argv[1:]])
     print(f"machine: {describe_machine(machine)}")
     for name, why in loaded.missing.items():
         print(f"skipped runtime {name}: {why}")
@@ -159,33 +147,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         record["loadavg_after"] = _loadavg()  # 1-minute > ~2 here: something else ran too
         records.append(record)
         top = None if record["errors"] else best_peer(record, peer_families)
-        print(case_detail(record, "best peer", best=top), flush=True)
+        print(case_detail(record, "peer", best=top), flush=True)
         print(f"  ({record['wall_s']:.1f} s)\n", flush=True)
 
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     results: dict[str, Any] = {
-        "benchmark": "compare",
-        "command": command,
+        "benchmark": "compare_numpy" if numpy_only else "compare",
+        "command": command(),
         "quick": args.quick,
         "rounds": rounds,
         "min_sample_s": min_sample_s,
         "seed": SEED,
         "subject": SUBJECT,
+        "baselines": peer_families,
         "peers": peer_families,
         "peer_threads": args.threads,
         "peer_settings": loaded.settings,
         "missing": loaded.missing,
-        "families": families,
+        "families": {c.name: c.family for c in candidates},
         "started": started,
         "machine": machine,
         "loadavg_at_end": _loadavg(),
         "peak_rss_mib": round(peak_rss_mib),
         "cases": records,
     }
-    print(peer_text(results))
-    if not args.quick:  # tiny sizes say nothing about the targets
-        print()
-        print(targets_table(targets(results)))
+    print(
+        text_table(*summary_rows(records, SUBJECT, ["numpy"])) if numpy_only else peer_text(results)
+    )
     print(f"\npeak memory (max RSS): {peak_rss_mib:.0f} MiB")
 
     failed = [r["name"] for r in records if r["errors"]]
@@ -194,10 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
     for line in unforeseen:
         print(f"runtime failure: {line}", file=sys.stderr)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
+    save(results, args.json)
     return 1 if failed or unforeseen else 0
 
 

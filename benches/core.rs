@@ -1,6 +1,6 @@
 //! Criterion benchmark of the Rust core, without Python: the cases of
-//! `benches/cases.py` (the peer comparison's), with fewer indices where a
-//! case's output would be hundreds of MiB, so that kernel changes can be
+//! `benches/cases.txt` (the Python benchmarks' too), with fewer indices where
+//! a case's output would be hundreds of MiB, so that kernel changes can be
 //! measured in seconds.
 //!
 //! ```sh
@@ -30,67 +30,23 @@ enum Op {
 }
 
 struct Case {
-    name: &'static str,
+    name: String,
     op: Op,
-    data_shape: &'static [usize],
-    indices_shape: &'static [usize],
+    data_shape: Vec<usize>,
+    indices_shape: Vec<usize>,
     itemsize: usize,
 }
 
-const fn nd(
-    name: &'static str,
-    data_shape: &'static [usize],
-    indices_shape: &'static [usize],
-    batch_dims: i64,
-    itemsize: usize,
-) -> Case {
-    Case {
-        name,
-        op: Op::GatherNd { batch_dims },
-        data_shape,
-        indices_shape,
-        itemsize,
-    }
+/// The cases of `benches/cases.txt` (its header says the format), which the
+/// Python benchmarks read too; data is a counting pattern of the case's
+/// itemsize.
+fn cases() -> Vec<Case> {
+    include_str!("cases.txt")
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(Case::parse)
+        .collect()
 }
-
-const fn g(
-    name: &'static str,
-    data_shape: &'static [usize],
-    indices_shape: &'static [usize],
-    axis: i64,
-    batch_dims: i64,
-) -> Case {
-    Case {
-        name,
-        op: Op::Gather { axis, batch_dims },
-        data_shape,
-        indices_shape,
-        itemsize: 4,
-    }
-}
-
-/// The cases of `benches/cases.py`, data float32 unless an itemsize says
-/// otherwise. Index counts reduced (data shapes kept) are marked.
-const CASES: &[Case] = &[
-    nd("tiny_gather_nd", &[2, 2], &[2, 2], 0, 4),
-    g("tiny_gather", &[3, 2], &[2, 2], 0, 0),
-    nd("ov_gnd8_xml1", &[1000, 256, 10, 15], &[25, 125, 3], 0, 4),
-    nd("ov_gnd8_xml2", &[30, 2, 100, 35], &[30, 2, 3, 1], 2, 4),
-    nd("ov_gnd8_xml3", &[1, 64, 64, 320], &[1, 64, 64, 1, 1], 3, 4),
-    // 2M lookups in the Python benchmark.
-    nd("points_2m", &[4096, 4096], &[500_000, 2], 0, 4),
-    // 1M lookups in the Python benchmark (also for the uint8 and float64 rows).
-    nd("rows_1m_256b", &[1_000_000, 64], &[250_000, 1], 0, 4),
-    nd("rows_1m_u8", &[1_000_000, 64], &[250_000, 1], 0, 1),
-    nd("rows_1m_f64", &[1_000_000, 64], &[250_000, 1], 0, 8),
-    // 4096 lookups in the Python benchmark.
-    nd("slices_128k", &[4096, 32768], &[1024, 1], 0, 4),
-    nd("tokens_b1", &[64, 2048, 256], &[64, 512, 1], 1, 4),
-    // 1M indices in the Python benchmark.
-    g("gather_axis0", &[100_000, 128], &[250_000], 0, 0),
-    g("gather_axis1", &[256, 4096, 64], &[1024], 1, 0),
-    g("gather_batch", &[32, 8, 4096, 16], &[32, 2048], 2, 1),
-];
 
 /// splitmix64: deterministic inputs with no dependency.
 struct Rng(u64);
@@ -129,6 +85,39 @@ struct Inputs {
 }
 
 impl Case {
+    fn parse(line: &str) -> Case {
+        let f: Vec<&str> = line.split_whitespace().take(8).collect();
+        let bad = || -> ! { panic!("benches/cases.txt: cannot read {line:?}") };
+        let int = |s: &str| s.parse().unwrap_or_else(|_| bad());
+        let shape = |s: &str| s.split(',').map(int).collect::<Vec<usize>>();
+        let batch_dims = int(f[5]) as i64;
+        let op = match f[1] {
+            "gather_nd" => Op::GatherNd { batch_dims },
+            "gather" => Op::Gather {
+                axis: int(f[4]) as i64,
+                batch_dims,
+            },
+            _ => bad(),
+        };
+        let mut indices_shape = shape(f[3]);
+        if f[7] != "=" {
+            indices_shape[0] = int(f[7]);
+        }
+        let itemsize = match f[6] {
+            "uint8" => 1,
+            "float32" => 4,
+            "float64" => 8,
+            _ => bad(),
+        };
+        Case {
+            name: f[0].to_string(),
+            op,
+            data_shape: shape(f[2]),
+            indices_shape,
+            itemsize,
+        }
+    }
+
     /// The size of the data axis each index (or tuple column) addresses.
     fn bounds(&self) -> Vec<usize> {
         match self.op {
@@ -151,9 +140,9 @@ impl Case {
             .collect();
         Inputs {
             data,
-            data_strides: c_strides(self.data_shape, self.itemsize),
+            data_strides: c_strides(&self.data_shape, self.itemsize),
             indices,
-            indices_strides: c_strides(self.indices_shape, 8),
+            indices_strides: c_strides(&self.indices_shape, 8),
         }
     }
 
@@ -161,14 +150,14 @@ impl Case {
         let data = ArrayView {
             bytes: &inputs.data,
             offset: 0,
-            shape: self.data_shape,
+            shape: &self.data_shape,
             strides: &inputs.data_strides,
             itemsize: self.itemsize,
         };
         let indices = ArrayView {
             bytes: &inputs.indices,
             offset: 0,
-            shape: self.indices_shape,
+            shape: &self.indices_shape,
             strides: &inputs.indices_strides,
             itemsize: 8,
         };
@@ -190,11 +179,11 @@ fn bench_cases(c: &mut Criterion) {
     if all > 1 {
         thread_counts.push(all);
     }
-    for case in CASES {
+    for case in &cases() {
         let inputs = case.build();
         let out_bytes = case.plan(&inputs).out_bytes();
         let mut out = vec![0u8; out_bytes]; // warm: written once here
-        let mut group = c.benchmark_group(case.name);
+        let mut group = c.benchmark_group(&case.name);
         group.throughput(Throughput::Bytes(out_bytes as u64));
         if out_bytes >= 1 << 20 {
             group

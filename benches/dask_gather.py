@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ndgather.dask against dask's own gathers and against in-memory ndgather (issue 11).
+"""ndgather.dask against dask's own gathers and against in-memory ndgather.
 
 Cases (all float32, random indices, fixed seed):
 
@@ -23,18 +23,16 @@ building the graph and ``.compute()``:
 
     python benches/dask_gather.py                       # every case, 5 rounds
     python benches/dask_gather.py --quick               # tiny sizes, 2 rounds (CI)
-    python benches/dask_gather.py --json bench-results/dask.json --readme README.md
+    python benches/dask_gather.py --json bench-results/dask.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,20 +42,21 @@ import ndgather
 import ndgather.dask as ngd
 import numpy as np
 from report import (
+    chosen,
+    command,
     describe_machine,
     fmt_ratio,
     fmt_seconds,
     machine_info,
     markdown_table,
+    options,
+    save,
     text_table,
-    update_readme,
+    update_doc,
 )
 from timing import Call, run_interleaved
 
-README_BEGIN = "<!-- dask table -->"
-README_END = "<!-- /dask table -->"
 SEED = 11
-GOAL_DASK, GOAL_MEMORY = 0.2, 1.5
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,9 @@ class Case:
     zarr: bool = False
     cluster: bool = False
 
-    def quick(self) -> Case:
+    def shrunk(self) -> Case:
+        """The quick case: large dimensions divided by 64 (indices by 256), batches kept."""
+
         def shrink(shape: tuple[int, ...], by: int) -> tuple[int, ...]:
             return tuple(max(1, s // by) if s > 64 else s for s in shape)
 
@@ -81,17 +82,7 @@ class Case:
         indices = shrink(self.indices_shape, 256)
         if self.batch_dims:
             indices = data[: self.batch_dims] + indices[self.batch_dims :]
-        return Case(
-            self.name,
-            self.description,
-            self.op,
-            data,
-            chunks,
-            indices,
-            self.batch_dims,
-            self.zarr,
-            self.cluster,
-        )
+        return replace(self, data_shape=data, chunks=chunks, indices_shape=indices)
 
 
 CASES = (
@@ -236,8 +227,8 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
         "ndgather.dask",
         "best dask idiom",
         "in-memory ndgather",
-        f"ndgather.dask / dask (goal <= {GOAL_DASK}x)",
-        f"ndgather.dask / in-memory (goal <= {GOAL_MEMORY}x)",
+        "ndgather.dask / dask",
+        "ndgather.dask / in-memory",
         "other",
     ]
     table = []
@@ -283,20 +274,9 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 rounds (CI)")
-    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 5, quick 2)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    parser.add_argument("--readme", type=Path, help="put the table between the README markers")
+    parser = options(__doc__, CASES, "5, quick 2", table=True)
     args = parser.parse_args(argv)
-    wanted = args.cases.split(",")
-    unknown = set(wanted) - {c.name for c in CASES}
-    if unknown:
-        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
-    cases = [c for c in CASES if c.name in wanted]
-    if args.quick:
-        cases = [c.quick() for c in cases]
+    cases = chosen(parser, args, CASES)
     rounds = args.rounds or (2 if args.quick else 5)
     min_sample_s = 0.001 if args.quick else 0.05
     versions = {
@@ -312,16 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             records.append(run(case, rounds, min_sample_s, Path(tmp)))
             print(f"  {case.name} done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    command = " ".join(["python", "benches/dask_gather.py", *sys.argv[1:]])
-    results = {"command": command, "rounds": rounds, "machine": machine, "cases": records}
+    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
     print(text_table(*rows(records)))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    if args.readme:
-        update_readme(args.readme, markdown(results), README_BEGIN, README_END)
-        print(f"updated {args.readme}")
+    save(results, args.json)
+    if args.doc:
+        update_doc(args.doc, markdown(results), "dask table")
     return 0
 
 

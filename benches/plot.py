@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""The README "Performance" block and ``docs/benchmark.png`` from ``compare.py`` results.
+"""The peers tables of docs/performance.md, the README summary and ``docs/benchmark.png``,
+from ``compare.py`` results.
 
 Nothing is measured here: everything is rendered from the JSON of a run (and, optionally, of
-its ``--threads 1`` run), so the table and the plot always show the same numbers::
+its ``--threads 1`` run), so the tables and the plot always show the same numbers::
 
     python benches/compare.py --json bench-results/compare.json
     python benches/compare.py --threads 1 --json bench-results/compare-1t.json
     python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json \\
-        --png docs/benchmark.png --readme README.md
+        --png docs/benchmark.png --doc docs/performance.md --readme README.md
 
-Without ``--readme`` the Markdown is printed. The plot has one row per case: on the left the
+``--doc`` fills the "peers table" block, ``--readme`` the "summary table" block (per case:
+ndgather, the fastest peer, the ratios of all threads and of one thread); without either the
+Markdown is printed. The plot has one row per case: on the left the
 median per call of ndgather (new array and ``out=``) and of each peer's fastest form, with
 the copy limits marked, on a log scale; on the right ndgather's median over the best peer's
 (below 1 is faster), for the run and for the one-thread run.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,13 +30,15 @@ from typing import Any
 
 from report import (
     FAMILY_NAMES,
-    PEERS_BEGIN,
-    PEERS_END,
     best_peer,
     describe_machine,
+    fmt_ratio,
     fmt_seconds,
+    markdown_table,
+    median,
     peer_markdown,
-    update_readme,
+    ratio,
+    update_doc,
 )
 
 COLOURS = {
@@ -51,28 +57,43 @@ def _series(results: Mapping[str, Any]) -> list[tuple[str, str, list[float | Non
     cases = [r for r in results["cases"] if not r["errors"]]
     out: list[tuple[str, str, list[float | None]]] = []
     for name in (subject, f"{subject} out="):
-        out.append((name, name, [_median(r, name) for r in cases]))
+        out.append((name, name, [median(r, name) for r in cases]))
     for family in results["peers"]:
-        times = [_median(r, r["best"].get(family)) for r in cases]
+        times = [median(r, r["best"].get(family)) for r in cases]
         out.append((f"{FAMILY_NAMES.get(family, family)} (fastest form)", family, times))
     return out
 
 
-def _median(record: Mapping[str, Any], name: str | None) -> float | None:
-    cand = record["candidates"].get(name) if name else None
-    return None if cand is None else float(cand["median_s"])
-
-
 def _ratios(results: Mapping[str, Any]) -> dict[str, float]:
     """ndgather's median over the best peer's, by case."""
-    subject = results["subject"]
-    ratios = {}
+    ratios = {
+        r["name"]: ratio(r, results["subject"], best_peer(r, results["peers"]))
+        for r in results["cases"]
+        if not r["errors"]
+    }
+    return {name: x for name, x in ratios.items() if x is not None}
+
+
+def readme_table(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None) -> str:
+    """The README summary: per case, ndgather's median, the fastest peer's (of any family)
+    and ndgather's over it, for the run and for its one-thread run."""
+    ratios, one = _ratios(results), _ratios(one_thread) if one_thread else {}
+    rows = []
     for r in results["cases"]:
         top = None if r["errors"] else best_peer(r, results["peers"])
-        mine = _median(r, subject)
-        if top and mine:
-            ratios[r["name"]] = mine / r["candidates"][top]["median_s"]
-    return ratios
+        if top is None:
+            continue
+        family = FAMILY_NAMES.get(r["candidates"][top]["family"], "?")
+        rows.append(
+            [
+                r["name"],
+                fmt_seconds(r["candidates"][results["subject"]]["median_s"]),
+                f"{fmt_seconds(r['candidates'][top]['median_s'])} {family}",
+                fmt_ratio(ratios.get(r["name"])),
+                fmt_ratio(one.get(r["name"])),
+            ]
+        )
+    return markdown_table(["case", "ndgather", "best peer", "ratio", "ratio, 1 thread"], rows)
 
 
 def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path: Path) -> None:
@@ -106,7 +127,7 @@ def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path:
             label=label,
         )
     for limit, marker in (("copy 2 threads", "|"), ("alloc+copy", "x")):
-        pts = [(i, _median(r, limit)) for i, r in enumerate(cases)]
+        pts = [(i, median(r, limit)) for i, r in enumerate(cases)]
         pts = [(i, t) for i, t in pts if t]
         ax.scatter(
             [t for _, t in pts],
@@ -184,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", type=Path, help="JSON written by compare.py --json")
     parser.add_argument("--one-thread", type=Path, help="JSON of compare.py --threads 1")
     parser.add_argument("--png", type=Path, help="write the plot here (docs/benchmark.png)")
-    parser.add_argument("--readme", type=Path, help="replace the block between the markers")
+    parser.add_argument("--doc", type=Path, help="fill the peers block (docs/performance.md)")
+    parser.add_argument("--readme", type=Path, help="fill the summary block (README.md)")
     args = parser.parse_args(argv)
     results = json.loads(args.results.read_text(encoding="utf-8"))
     one_thread = (
@@ -194,14 +216,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot(results, one_thread, args.png)
         print(f"wrote {args.png}")
     image = None
-    if args.png and args.readme:
-        image = args.png.resolve().relative_to(args.readme.resolve().parent).as_posix()
+    if args.png and args.doc:
+        image = os.path.relpath(args.png, args.doc.parent)
     markdown = peer_markdown(results, one_thread, image)
+    summary = readme_table(results, one_thread)
+    if args.doc:
+        update_doc(args.doc, markdown, "peers table")
     if args.readme:
-        update_readme(args.readme, markdown, PEERS_BEGIN, PEERS_END)
-        print(f"updated {args.readme}")
-    else:
-        print(markdown)
+        update_doc(args.readme, summary, "summary table")
+    if not (args.doc or args.readme):
+        print(markdown + "\n\n" + summary)
     return 0
 
 

@@ -1,10 +1,12 @@
-"""Tables from benchmark records: the machine, a text table, a Markdown table for the README.
+"""Tables from benchmark records (the machine, text and Markdown tables), and what the
+benchmark scripts share: their options, their JSON, the tables they put in the docs.
 
-Everything here renders the JSON-ready records of :mod:`runner`, so the README table can be
-regenerated from a stored run without re-measuring::
+The tables render the JSON-ready records of :mod:`runner`, so a table can be regenerated
+from a stored run without re-measuring; run as a script, this renders the "NumPy, idiom by
+idiom" table of ``compare.py --peers numpy``::
 
     python benches/report.py bench-results/compare_numpy.json            # print Markdown
-    python benches/report.py bench-results/compare_numpy.json --readme README.md
+    python benches/report.py bench-results/compare_numpy.json --doc docs/performance.md
 """
 
 from __future__ import annotations
@@ -14,17 +16,14 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-README_BEGIN = "<!-- bench table -->"
-README_END = "<!-- /bench table -->"
-PEERS_BEGIN = "<!-- peers table -->"
-PEERS_END = "<!-- /peers table -->"
-
+from cases import select
 
 # --------------------------------------------------------------------------- machine
 
@@ -138,7 +137,7 @@ def case_detail(record: Mapping[str, Any], baseline: str, best: str | None = Non
             fmt_seconds(c["median_s"]),
             f"{fmt_seconds(c['min_s'])} .. {fmt_seconds(c['max_s'])}",
             str(c["calls_per_sample"]),
-            fmt_ratio(c["median_s"] / _median(record, best) if best else None),
+            fmt_ratio(ratio(record, name, best)),
         ]
         for name, c in sorted(record["candidates"].items(), key=lambda kv: kv[1]["median_s"])
     ]
@@ -155,8 +154,10 @@ def case_detail(record: Mapping[str, Any], baseline: str, best: str | None = Non
     return "\n".join([title, _indent(text_table(header, rows)), *skipped])
 
 
-def _median(record: Mapping[str, Any], name: str | None) -> float:
-    return float("nan") if name is None else float(record["candidates"][name]["median_s"])
+def median(record: Mapping[str, Any], name: str | None) -> float | None:
+    """The median per call of candidate ``name`` in a case, or ``None``."""
+    cand = record["candidates"].get(name) if name else None
+    return None if cand is None else float(cand["median_s"])
 
 
 def _indent(text: str) -> str:
@@ -192,7 +193,7 @@ def summary_rows(
         ]
         for b in baselines:
             best = r["best"].get(b)
-            row += [fmt_seconds(_median(r, best)) if best else "-", _idiom(best, b)]
+            row += [fmt_seconds(median(r, best)) if best else "-", _idiom(best, b)]
         row += [fmt_ratio(r["ratios"].get(s, {}).get(b)) for b in baselines for s in subjects]
         rows.append(row)
     return header, rows
@@ -200,12 +201,6 @@ def summary_rows(
 
 def _idiom(name: str | None, family: str) -> str:
     return "-" if name is None else name.removeprefix(family + " ")
-
-
-def summary_text(
-    records: Sequence[Mapping[str, Any]], subject: str, baselines: Sequence[str]
-) -> str:
-    return text_table(*summary_rows(records, subject, baselines))
 
 
 def summary_markdown(results: Mapping[str, Any]) -> str:
@@ -232,21 +227,6 @@ FAMILY_NAMES = {
     "tensorflow": "TensorFlow",
 }
 LIMITS = ("copy", "copy 2 threads", "alloc+copy")
-# The groups of the targets of issue 4: the "large-output cases" are those of no other group.
-OVERHEAD_CASES = ("tiny_gather_nd", "tiny_gather")
-HALF_CASES = ("ov_gnd8_xml1", "ov_gnd8_xml2", "ov_gnd8_xml3", "gather_batch")
-POINT_CASES = ("points_2m",)
-OTHER_TARGETS = OVERHEAD_CASES + HALF_CASES + POINT_CASES
-LARGE_OUTPUT_CASES = (
-    "rows_1m_256b",
-    "rows_1m_u8",
-    "rows_1m_f64",
-    "slices_128k",
-    "tokens_b1",
-    "gather_axis0",
-    "gather_axis1",
-)
-LARGE_OUTPUT_BYTES = 1 << 20  # for cases of none of the above
 
 
 def best_peer(record: Mapping[str, Any], peers: Sequence[str]) -> str | None:
@@ -256,7 +236,7 @@ def best_peer(record: Mapping[str, Any], peers: Sequence[str]) -> str | None:
     return min(names, key=lambda n: cands[n]["median_s"], default=None)
 
 
-def _ratio(record: Mapping[str, Any], name: str | None, over: str | None) -> float | None:
+def ratio(record: Mapping[str, Any], name: str | None, over: str | None) -> float | None:
     cands = record["candidates"]
     if name not in cands or over not in cands:
         return None
@@ -316,10 +296,10 @@ def peer_rows(
                 cell = f"**{cell}**"
             row.append(cell)
         row += [
-            fmt_ratio(_ratio(r, subject, top)),
-            fmt_ratio(_ratio(r, f"{subject} out=", top)),
+            fmt_ratio(ratio(r, subject, top)),
+            fmt_ratio(ratio(r, f"{subject} out=", top)),
             *(t(limit) for limit in LIMITS),
-            fmt_ratio(_ratio(r, f"{subject} out=", "copy 2 threads")),
+            fmt_ratio(ratio(r, f"{subject} out=", "copy 2 threads")),
         ]
         rows.append(row)
     return header, rows, notes
@@ -330,77 +310,6 @@ def peer_text(results: Mapping[str, Any]) -> str:
     return text_table(header, rows) + "".join(
         f"\n[{i}] n/a: {note}" for i, note in enumerate(notes, 1)
     )
-
-
-def targets(
-    results: Mapping[str, Any], one_thread: Mapping[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The targets of issue 4, item 2, judged on ``results`` (and the ``--threads 1`` run).
-
-    ratio = ndgather median / the yardstick's median; ``met`` is ``None`` where a yardstick
-    is missing (a peer not installed or n/a)."""
-    subject, peers = results["subject"], results["peers"]
-    checks: list[dict[str, Any]] = []
-
-    def judge(goal: str, r: Mapping[str, Any], name: str, over: str | None, limit: float) -> None:
-        ratio = _ratio(r, name, over)
-        checks.append(
-            {
-                "target": goal,
-                "case": r["name"],
-                "candidate": name,
-                "yardstick": over,
-                "ratio": ratio,
-                "limit": limit,
-                "met": None if ratio is None else ratio <= limit,
-            }
-        )
-
-    for r in results["cases"]:
-        if r["errors"]:
-            continue
-        name = r["name"]
-        top = best_peer(r, peers)
-        if name in OVERHEAD_CASES:
-            judge("per-call overhead: <= 0.5x NumPy", r, subject, r["best"].get("numpy"), 0.5)
-        if name in HALF_CASES:
-            judge("OpenVINO examples, batched Gather: <= 0.5x best peer", r, subject, top, 0.5)
-        if name in POINT_CASES:
-            judge("point lookups: <= 0.7x best peer", r, subject, top, 0.7)
-        if name in LARGE_OUTPUT_CASES or (
-            name not in OTHER_TARGETS and r["output_bytes"] >= LARGE_OUTPUT_BYTES
-        ):
-            ort = r["best"].get("onnxruntime")
-            judge("large output: new array <= 1.0x onnxruntime", r, subject, ort, 1.0)
-            judge(
-                "large output: out= <= 1.25x two-thread copy",
-                r,
-                f"{subject} out=",
-                "copy 2 threads",
-                1.25,
-            )
-    if one_thread is not None:
-        for r in one_thread["cases"]:
-            if not r["errors"]:
-                top = best_peer(r, one_thread["peers"])
-                judge("one thread: ahead of every peer", r, subject, top, 1.0)
-                checks[-1]["met"] = None if checks[-1]["ratio"] is None else checks[-1]["ratio"] < 1
-    return checks
-
-
-def targets_table(checks: Sequence[Mapping[str, Any]], markdown: bool = False) -> str:
-    header = ["target", "case", "ratio", "limit", "met"]
-    rows = [
-        [
-            c["target"],
-            c["case"],
-            fmt_ratio(c["ratio"]),
-            f"{c['limit']:g}x",
-            {True: "yes", False: "**no**" if markdown else "NO", None: "n/a"}[c["met"]],
-        ]
-        for c in checks
-    ]
-    return (markdown_table if markdown else text_table)(header, rows)
 
 
 def _run_note(results: Mapping[str, Any]) -> str:
@@ -419,8 +328,8 @@ def peer_markdown(
     one_thread: Mapping[str, Any] | None = None,
     image: str | None = None,
 ) -> str:
-    """The README block: the table of a run (and of its ``--threads 1`` run), the n/a
-    reasons, the targets, the machine, versions and commands, and the plot."""
+    """The peers block of docs/performance.md: the table of a run (and of its ``--threads 1``
+    run), the n/a reasons, the machine, versions and commands, and the plot."""
     parts: list[str] = []
     runs = [("All threads", results)] + ([("One thread", one_thread)] if one_thread else [])
     for title, run in runs:
@@ -429,8 +338,6 @@ def peer_markdown(
         parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
-    parts.append("**Targets** (ratio = ndgather median / the yardstick's median):")
-    parts.append(targets_table(targets(results, one_thread), markdown=True))
     m = results["machine"]
     parts.append(f"Machine: {describe_machine(m)}.")
     if results.get("missing"):
@@ -441,26 +348,73 @@ def peer_markdown(
     return "\n\n".join(parts)
 
 
-def update_readme(
-    path: Path, markdown: str, begin: str = README_BEGIN, end: str = README_END
-) -> None:
-    """Replace what lies between the ``begin`` and ``end`` markers of ``path``."""
+# --------------------------------------------------------------------------- scripts
+
+
+def options(doc: str, cases: Sequence[Any], rounds: str, table: bool) -> argparse.ArgumentParser:
+    """The options every benchmark script takes (``doc``: its docstring; ``table``: it writes
+    a table into docs/performance.md with ``--doc``)."""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0], epilog="cases: " + ", ".join(c.name for c in cases)
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes and few rounds: checks that it runs"
+    )
+    parser.add_argument("--cases", help="comma-separated case names (default: all)")
+    parser.add_argument("--rounds", type=int, help=f"interleaved rounds (default {rounds})")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    if table:
+        parser.add_argument("--doc", type=Path, help="put the table between its markers here")
+    return parser
+
+
+def chosen(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    cases: Sequence[Any],
+    default: Sequence[str] | None = None,
+) -> list[Any]:
+    """The cases ``--cases`` names (else ``default``, else all), shrunk with ``--quick``."""
+    try:
+        picked = select(args.cases.split(",") if args.cases else default, cases)
+    except KeyError as exc:
+        parser.error(exc.args[0])
+    return [c.shrunk() for c in picked] if args.quick else picked
+
+
+def command() -> str:
+    """The command line of this run, as the tables quote it."""
+    return shlex.join(["python", f"benches/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def save(results: Mapping[str, Any], path: Path | None) -> None:
+    """Write ``results`` as JSON to ``path``, if given."""
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+
+
+def update_doc(path: Path, markdown: str, marker: str) -> None:
+    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``."""
+    begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
     text = path.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
         raise SystemExit(f"{path}: no {begin} ... {end} markers")
     block = f"{begin}\n{markdown}\n{end}"
     path.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
+    print(f"updated {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, help="JSON written by a comparison's --json")
-    parser.add_argument("--readme", type=Path, help="replace the table between the markers")
+    parser.add_argument("results", type=Path, help="JSON of compare.py --peers numpy --json")
+    parser.add_argument("--doc", type=Path, help="put the table between its markers here")
     args = parser.parse_args(argv)
     markdown = summary_markdown(json.loads(args.results.read_text(encoding="utf-8")))
-    if args.readme:
-        update_readme(args.readme, markdown)
+    if args.doc:
+        update_doc(args.doc, markdown, "bench table")
     else:
         print(markdown)
     return 0

@@ -1,7 +1,7 @@
 """Run one case end to end: build it, prepare every candidate, check they agree, time them.
 
-The result is a plain JSON-ready record (see :func:`run_case`), which is what the tables and
-the README are rendered from, so a printed table and a stored JSON file never disagree.
+The result is a plain JSON-ready record (see :func:`run_case`), which is what the printed
+tables and those of the docs are rendered from, so they never disagree with a stored JSON file.
 """
 
 from __future__ import annotations

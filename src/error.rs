@@ -12,9 +12,11 @@ pub struct OutOfRange {
     pub position: Vec<usize>,
     /// For `gather_nd`, the whole index tuple the value belongs to.
     pub tuple: Option<Vec<i128>>,
-    /// The axis of `data` the value addresses, and that axis' size.
+    /// The axis of `data` the value addresses.
     pub axis: usize,
+    /// That axis' size.
     pub axis_size: usize,
+    /// The shape of `data`, for the message.
     pub data_shape: Vec<usize>,
     /// Whether the operator lets negative indices count from the end.
     pub negatives_allowed: bool,
@@ -40,6 +42,7 @@ pub enum GatherError {
     IndicesModified,
 }
 
+/// The result of every fallible function of the core.
 pub type Result<T> = std::result::Result<T, GatherError>;
 
 /// `(2, 3)` / `(5,)` / `()`, as Python prints a shape tuple.

@@ -3,13 +3,21 @@
 /// The integer dtypes accepted for `indices`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexType {
+    /// `int8`.
     I8,
+    /// `int16`.
     I16,
+    /// `int32`.
     I32,
+    /// `int64`.
     I64,
+    /// `uint8`.
     U8,
+    /// `uint16`.
     U16,
+    /// `uint32`.
     U32,
+    /// `uint64`.
     U64,
 }
 
@@ -30,6 +38,7 @@ impl IndexType {
         })
     }
 
+    /// Bytes per index element.
     pub fn itemsize(self) -> usize {
         match self {
             IndexType::I8 | IndexType::U8 => 1,

@@ -17,6 +17,7 @@ pub struct ArrayView<'a> {
     pub bytes: &'a [u8],
     /// Byte offset of element `[0, ..., 0]` within `bytes`.
     pub offset: usize,
+    /// Elements along each axis.
     pub shape: &'a [usize],
     /// Byte strides, one per axis; negative for reversed axes.
     pub strides: &'a [isize],

@@ -7,6 +7,8 @@
 //! is a [`GatherError`]. The PyO3 bindings live in `python/`, compiled only
 //! with the `python` feature.
 
+#![deny(missing_docs)]
+
 mod copy;
 mod error;
 mod execute;
