@@ -6,7 +6,8 @@
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use ndgather_fuzz::{
-    array, check, dim, exec, fill_indices, index_type, itemsize, one_in, Call, LayoutOptions, Op,
+    array, check, data_rank, dim, exec, fill_indices, index_type, itemsize, one_in, LayoutOptions,
+    Op,
 };
 
 fuzz_target!(|bytes: &[u8]| {
@@ -17,11 +18,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let e = exec(u)?;
     let ty = index_type(u)?;
     let itemsize = itemsize(u)?;
-    let r: usize = if one_in(u, 32)? {
-        0
-    } else {
-        u.int_in_range(1..=5)?
-    };
+    let r = data_rank(u)?;
     let data_shape = (0..r)
         .map(|_| dim(u))
         .collect::<arbitrary::Result<Vec<_>>>()?;
@@ -66,16 +63,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     };
     let s = data.shape.get(a).copied().unwrap_or(3);
     fill_indices(u, &mut indices, ty, |_| s)?;
-    let call = Call {
-        data,
-        indices,
-        index_type: ty,
-        mode: e.mode,
-        output: e.output,
-        threads: e.threads,
-        reject_negative: e.reject_negative,
-        out_len_delta: e.out_len_delta,
-    };
+    let call = e.call(data, indices, ty);
     check(&call, Op::Gather { axis, batch_dims });
     Ok(())
 }

@@ -6,7 +6,8 @@
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use ndgather_fuzz::{
-    array, check, dim, exec, fill_indices, index_type, itemsize, one_in, Call, LayoutOptions, Op,
+    array, check, data_rank, dim, exec, fill_indices, index_type, itemsize, one_in, LayoutOptions,
+    Op,
 };
 
 fuzz_target!(|bytes: &[u8]| {
@@ -18,11 +19,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let ty = index_type(u)?;
     let itemsize = itemsize(u)?;
     // Rank 0 is invalid for gather_nd; rare, as are the other broken rules.
-    let r: usize = if one_in(u, 32)? {
-        0
-    } else {
-        u.int_in_range(1..=5)?
-    };
+    let r = data_rank(u)?;
     let data_shape = (0..r)
         .map(|_| dim(u))
         .collect::<arbitrary::Result<Vec<_>>>()?;
@@ -73,16 +70,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             .copied()
             .unwrap_or(3)
     })?;
-    let call = Call {
-        data,
-        indices,
-        index_type: ty,
-        mode: e.mode,
-        output: e.output,
-        threads: e.threads,
-        reject_negative: e.reject_negative,
-        out_len_delta: e.out_len_delta,
-    };
+    let call = e.call(data, indices, ty);
     check(&call, Op::GatherNd { batch_dims });
     Ok(())
 }

@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use ndgather::{span, GatherError};
 use ndgather_fuzz::{
     check, dim, exec, fill_indices, for_each_coord, index_type, itemsize, one_in, pattern, verdict,
-    Array, Call, Op, Verdict,
+    Array, Op, Verdict,
 };
 
 fuzz_target!(|bytes: &[u8]| {
@@ -145,16 +145,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     } else {
         u.int_in_range(-4..=4)?
     };
-    let call = Call {
-        data,
-        indices,
-        index_type: ty,
-        mode: e.mode,
-        output: e.output,
-        threads: e.threads,
-        reject_negative: e.reject_negative,
-        out_len_delta: e.out_len_delta,
-    };
+    let call = e.call(data, indices, ty);
     check(&call, Op::GatherNd { batch_dims });
     check(&call, Op::Gather { axis, batch_dims });
     Ok(())

@@ -498,6 +498,32 @@ pub struct Exec {
     pub out_len_delta: isize,
 }
 
+impl Exec {
+    /// The call of `data` and `indices` made the way this `Exec` says.
+    pub fn call(self, data: Array, indices: Array, index_type: IndexType) -> Call {
+        Call {
+            data,
+            indices,
+            index_type,
+            mode: self.mode,
+            output: self.output,
+            threads: self.threads,
+            reject_negative: self.reject_negative,
+            out_len_delta: self.out_len_delta,
+        }
+    }
+}
+
+/// A rank for `data`: 1 to 5, rarely 0 (invalid for gather_nd, a scalar
+/// for gather).
+pub fn data_rank(u: &mut Unstructured<'_>) -> Result<usize> {
+    if one_in(u, 32)? {
+        Ok(0)
+    } else {
+        u.int_in_range(1..=5)
+    }
+}
+
 pub fn exec(u: &mut Unstructured<'_>) -> Result<Exec> {
     Ok(Exec {
         mode: mode(u)?,
