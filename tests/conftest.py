@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 try:
     from hypothesis import HealthCheck, settings

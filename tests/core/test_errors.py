@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 
 import ndgather
 import numpy as np
 import pytest
+from helpers import run_child
 
 
 def assert_pieces(msg: str, *pieces: str) -> None:
@@ -365,30 +363,9 @@ def test_bool_indices_type_error_even_for_bool_data_and_zero_size() -> None:
 # --------------------------------------------------------------------------- overflow / memory
 
 
-def run_child(code: str) -> str:
-    """Run code in a fresh interpreter (a crash must fail the test, not the session)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"child died: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout.strip()
-
-
 def test_shape_overflow_is_value_error() -> None:
     out = run_child(
         """
-        import numpy as np, ndgather
-
-        def kind(f):
-            try:
-                f()
-            except BaseException as e:
-                return type(e).__name__
-            return "no error"
-
         i8 = np.zeros((), np.int8)
         f8 = np.zeros((), np.float64)
         z = np.zeros((), np.int64)
@@ -415,16 +392,9 @@ def test_shape_overflow_is_value_error() -> None:
     assert out.split() == ["ValueError"] * 5, out
 
 
-def test_huge_but_representable_output_is_memory_or_value_error() -> None:
+def test_outputs_too_large_to_allocate_are_memory_errors() -> None:
     out = run_child(
         """
-        import numpy as np, ndgather
-        def kind(f):
-            try:
-                f()
-            except BaseException as e:
-                return type(e).__name__
-            return "no error"
         i8 = np.zeros((), np.int8)
         d = np.broadcast_to(i8, (2, 2**50))  # output 2**51 bytes: cannot be allocated
         a = kind(lambda: ndgather.gather(d, np.zeros(2, np.int64), axis=0))

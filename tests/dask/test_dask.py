@@ -459,7 +459,7 @@ def test_docstring_examples() -> None:
 def test_readme_example_runs() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Larger than memory: dask", 1)[1].split("\n## ", 1)[0]
     code = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert code, "no example in the README's dask section"

@@ -8,6 +8,7 @@ import os
 import ndgather
 import numpy as np
 import pytest
+from helpers import make_and_free_large_results, rss_bytes
 
 
 def _large_case() -> tuple[np.ndarray, np.ndarray]:
@@ -53,22 +54,6 @@ def test_views_keep_a_pooled_buffer_alive() -> None:
     np.testing.assert_array_equal(view, data[idx[10:20, 0]])
     view[:] = 0  # still writable memory of its own
     np.testing.assert_array_equal(other, data[idx[::-1, 0]])
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def make_and_free_large_results(count: int, rows: int) -> None:
-    data = np.ones((1024, 1024), dtype=np.float64)  # rows of 8 KiB
-    idx = np.arange(rows) % 1024
-    for k in range(count):
-        # Sizes that differ by more than a quarter, so that none reuses another's buffer.
-        r = ndgather.gather(data, idx[: rows - k * rows // (count + 1)])
-        assert r[-1, -1] == 1.0
-        del r
-    gc.collect()
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")

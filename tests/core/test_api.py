@@ -5,14 +5,32 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import re
+from pathlib import Path
 
 import ndgather
 import numpy as np
 import pytest
 
+API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
-def test_public_names() -> None:
-    for name in ("gather_nd", "gather", "set_num_threads", "get_num_threads", "__version__"):
+
+def documented_top_level_names() -> set[str]:
+    """The names of the table "What is public" at the top of docs/api.md: the first column's
+    code spans, each up to its "(", leaving out the submodules (`ndgather.x`)."""
+    table = API_MD.read_text(encoding="utf-8").split("\n## ", 1)[0]
+    names = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            for span in re.findall(r"`([^`]+)`", first_cell):
+                if not span.startswith("ndgather."):
+                    names.add(span.split("(")[0])
+    return names
+
+
+def test_all_is_exactly_what_docs_api_md_documents() -> None:
+    assert set(ndgather.__all__) == documented_top_level_names()
+    for name in ndgather.__all__:
         assert hasattr(ndgather, name), name
     assert callable(ndgather.gather_nd) and callable(ndgather.gather)
 

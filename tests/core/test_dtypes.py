@@ -470,7 +470,8 @@ def test_object_data_with_null_slots() -> None:
 
 
 def test_structured_with_object_field() -> None:
-    """A record holding an object: either refcounted correctly, or refused with TypeError."""
+    """A record holding an object is gathered like `object` data: the references in its
+    object field are counted, one more for each copy in the result."""
     dt = np.dtype([("name", object), ("v", "<i4")])
     names = ["".join(["n", str(i)]) for i in range(6)]
     data = np.empty(6, dtype=dt)
@@ -479,11 +480,7 @@ def test_structured_with_object_field() -> None:
     data = data.reshape(3, 2)
     gc.collect()
     before = refcounts(names)
-    try:
-        got = ndgather.gather(data, [2, 2, 0])
-    except TypeError:
-        assert refcounts(names) == before
-        return
+    got = ndgather.gather(data, [2, 2, 0])
     assert got.dtype == dt
     assert got["name"][0, 1] is names[5] and got["v"][2, 1] == 1
     assert sys.getrefcount(names[5]) == before[5] + 2

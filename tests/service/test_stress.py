@@ -20,7 +20,7 @@ from collections.abc import Callable
 import ndgather
 import numpy as np
 import pytest
-from test_pool import make_and_free_large_results, rss_bytes
+from helpers import make_and_free_large_results, rss_bytes
 
 pytestmark = pytest.mark.stress
 

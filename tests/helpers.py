@@ -1,0 +1,59 @@
+"""What several test folders share: running code in a fresh interpreter, and the memory
+helpers of the result-pool tests."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import ndgather
+import numpy as np
+
+# Put before the code of `run_child`: `kind(f)` is the name of the exception `f()` raises,
+# or "no error".
+CHILD_PRELUDE = """
+import numpy as np, ndgather
+
+def kind(f):
+    try:
+        f()
+    except BaseException as e:
+        return type(e).__name__
+    return "no error"
+"""
+
+
+def run_child(code: str, timeout: float = 120) -> str:
+    """Run `code` (after CHILD_PRELUDE) in a fresh interpreter and return what it printed.
+
+    A crash or a hang must fail the test, not the session: the child is bounded by `timeout`
+    and its exit status is checked."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"child died: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout.strip()
+
+
+def rss_bytes() -> int:
+    """This process's resident set size (needs /proc)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def make_and_free_large_results(count: int, rows: int) -> None:
+    """Make and drop `count` pooled results of up to `rows` rows of 8 KiB, each more than a
+    quarter smaller than the one before, so that none reuses another's buffer."""
+    data = np.ones((1024, 1024), dtype=np.float64)
+    idx = np.arange(rows) % 1024
+    for k in range(count):
+        r = ndgather.gather(data, idx[: rows - k * rows // (count + 1)])
+        assert r[-1, -1] == 1.0
+        del r
+    gc.collect()
