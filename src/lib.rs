@@ -23,6 +23,7 @@ mod plan;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pool;
 mod threads;
+mod validate;
 mod walk;
 
 #[cfg(test)]

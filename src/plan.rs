@@ -11,11 +11,12 @@
 //! of `k` indices; `gather` rows are batch, outer (`data.shape[b:axis]`) and
 //! `indices.shape[b:]` axes with a tuple of one index.
 
-use crate::error::{fmt_tuple, GatherError, Result};
+use crate::error::{fmt_tuple, Result};
 use crate::index::IndexType;
 use smallvec::SmallVec;
 
 use crate::layout::{coalesce, ArrayView, Dim, Dims, SliceLayout};
+use crate::validate::{check_batch_shapes, checked_sizes, checked_views, invalid};
 
 /// A result shape, inline for the ranks real calls have.
 type Shape = SmallVec<[usize; 8]>;
@@ -142,79 +143,6 @@ fn index_walk(indices: &ArrayView<'_>, rank: usize) -> Dims {
                 index_stride,
             }),
     )
-}
-
-fn invalid(msg: String) -> GatherError {
-    GatherError::InvalidArgument(msg)
-}
-
-/// The byte count of an output of `shape`, or `Overflow`. As NumPy counts
-/// an array's size, the axes that are not empty must fit `isize` in
-/// elements and in bytes even when another axis is empty: every walk of the
-/// plan (rows, index rows, slice) runs over a subset of these axes, so its
-/// length and the coalescing of its axes cannot overflow either.
-fn checked_sizes(shape: &[usize], itemsize: usize) -> Result<usize> {
-    let bytes = numpy_size(shape, itemsize).ok_or_else(|| {
-        GatherError::Overflow(format!(
-            "the output shape {} with itemsize {itemsize} has more elements or bytes than fit \
-             in an isize (its empty axes aside)",
-            fmt_tuple(shape)
-        ))
-    })?;
-    Ok(if shape.contains(&0) { 0 } else { bytes })
-}
-
-fn check_batch_shapes(data: &[usize], indices: &[usize], b: usize, op: &str) -> Result<()> {
-    if data[..b] != indices[..b] {
-        return Err(invalid(format!(
-            "{op}: the first batch_dims={b} dimensions of data and indices must be equal, \
-             got data shape {} and indices shape {}",
-            fmt_tuple(data),
-            fmt_tuple(indices)
-        )));
-    }
-    Ok(())
-}
-
-fn checked_views(
-    data: &ArrayView<'_>,
-    indices: &ArrayView<'_>,
-    index_type: IndexType,
-) -> Result<()> {
-    data.check("data")?;
-    indices.check("indices")?;
-    if indices.itemsize != index_type.itemsize() {
-        return Err(invalid(format!(
-            "indices itemsize {} does not match its type {index_type:?}",
-            indices.itemsize
-        )));
-    }
-    // NumPy's rule for every array: an empty view's other axes are never
-    // checked against a buffer, yet the planning and the index checks rely
-    // on axis sizes of at most isize::MAX.
-    for (what, v) in [("data", data), ("indices", indices)] {
-        if numpy_size(v.shape, v.itemsize).is_none() {
-            return Err(GatherError::Overflow(format!(
-                "{what} shape {} with itemsize {} has more elements or bytes than fit in an \
-                 isize (its empty axes aside)",
-                fmt_tuple(v.shape),
-                v.itemsize
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The byte count of `shape` as NumPy bounds it: its axes that are not
-/// empty must fit `isize` in elements and in bytes; `None` if they do not.
-fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
-    shape
-        .iter()
-        .filter(|&&n| n != 0)
-        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-        .filter(|&n| n <= isize::MAX as usize)
-        .and_then(|n| n.checked_mul(itemsize))
-        .filter(|&b| b <= isize::MAX as usize)
 }
 
 /// The strides a plan walks `data` with. An empty `data` is never read (its
@@ -451,6 +379,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::GatherError;
 
     #[test]
     fn only_long_contiguous_slices_of_huge_outputs_stream() {

@@ -1,0 +1,89 @@
+//! The checks every plan makes before it computes anything: the views are
+//! well-formed and within their bytes, the index type matches the index
+//! array, batch axes agree, and every size fits where NumPy says it must.
+
+use crate::error::{fmt_tuple, GatherError, Result};
+use crate::index::IndexType;
+use crate::layout::ArrayView;
+
+/// An attribute or shape that breaks an operator's rules.
+pub(crate) fn invalid(msg: String) -> GatherError {
+    GatherError::InvalidArgument(msg)
+}
+
+/// The byte count of an output of `shape`, or `Overflow`. As NumPy counts
+/// an array's size, the axes that are not empty must fit `isize` in
+/// elements and in bytes even when another axis is empty: every walk of the
+/// plan (rows, index rows, slice) runs over a subset of these axes, so its
+/// length and the coalescing of its axes cannot overflow either.
+pub(crate) fn checked_sizes(shape: &[usize], itemsize: usize) -> Result<usize> {
+    let bytes = numpy_size(shape, itemsize).ok_or_else(|| {
+        GatherError::Overflow(format!(
+            "the output shape {} with itemsize {itemsize} has more elements or bytes than fit \
+             in an isize (its empty axes aside)",
+            fmt_tuple(shape)
+        ))
+    })?;
+    Ok(if shape.contains(&0) { 0 } else { bytes })
+}
+
+/// The first `b` axes (the batch axes) of `data` and `indices` are equal.
+pub(crate) fn check_batch_shapes(
+    data: &[usize],
+    indices: &[usize],
+    b: usize,
+    op: &str,
+) -> Result<()> {
+    if data[..b] != indices[..b] {
+        return Err(invalid(format!(
+            "{op}: the first batch_dims={b} dimensions of data and indices must be equal, \
+             got data shape {} and indices shape {}",
+            fmt_tuple(data),
+            fmt_tuple(indices)
+        )));
+    }
+    Ok(())
+}
+
+/// Both views are well-formed, `indices` holds elements of `index_type`, and
+/// neither has more elements or bytes than NumPy allows.
+pub(crate) fn checked_views(
+    data: &ArrayView<'_>,
+    indices: &ArrayView<'_>,
+    index_type: IndexType,
+) -> Result<()> {
+    data.check("data")?;
+    indices.check("indices")?;
+    if indices.itemsize != index_type.itemsize() {
+        return Err(invalid(format!(
+            "indices itemsize {} does not match its type {index_type:?}",
+            indices.itemsize
+        )));
+    }
+    // NumPy's rule for every array: an empty view's other axes are never
+    // checked against a buffer, yet the planning and the index checks rely
+    // on axis sizes of at most isize::MAX.
+    for (what, v) in [("data", data), ("indices", indices)] {
+        if numpy_size(v.shape, v.itemsize).is_none() {
+            return Err(GatherError::Overflow(format!(
+                "{what} shape {} with itemsize {} has more elements or bytes than fit in an \
+                 isize (its empty axes aside)",
+                fmt_tuple(v.shape),
+                v.itemsize
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The byte count of `shape` as NumPy bounds it: its axes that are not
+/// empty must fit `isize` in elements and in bytes; `None` if they do not.
+fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
+    shape
+        .iter()
+        .filter(|&&n| n != 0)
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= isize::MAX as usize)
+        .and_then(|n| n.checked_mul(itemsize))
+        .filter(|&b| b <= isize::MAX as usize)
+}
