@@ -56,7 +56,8 @@ fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
         // A slice that does not start on a cache line ends on one more line
         // than the loop asked for (a 60-byte row almost always spans two).
         if bytes > 1 && bytes <= PREFETCH_MAX {
-            // SAFETY: as above.
+            // SAFETY: prefetch never faults and reads nothing
+            // architecturally, whatever the address.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1).cast()) };
         }
     }
@@ -86,7 +87,7 @@ macro_rules! copy_rows {
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { $dst.add(i * $width) };
             if $zero && off == ZERO_FILL {
-                // SAFETY: as above.
+                // SAFETY: row i's `width` bytes from `d` lie in `dst` (caller).
                 unsafe { ptr::write_bytes(d, 0, $width) };
             } else {
                 // SAFETY: the source slice is inside `data` (caller), the
@@ -261,7 +262,8 @@ unsafe fn copy_strided<const ZERO: bool>(
         // SAFETY: row i of the block lies in `dst` (caller).
         let mut d = unsafe { dst.add(i * slice_bytes) };
         if ZERO && off == ZERO_FILL {
-            // SAFETY: as above.
+            // SAFETY: row i's `slice_bytes` bytes from `d` lie in `dst`
+            // (caller).
             unsafe { ptr::write_bytes(d, 0, slice_bytes) };
             continue;
         }
@@ -298,8 +300,9 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     offsets: &[isize],
     dst: *mut u8,
 ) {
-    // SAFETY: `data.offset <= data.bytes.len()` (checked view, even an empty
-    // one, whose rows are all zero-filled): within the slice or one past it.
+    // SAFETY: `data` is a checked view, so by the checked-view invariant (a)
+    // the pointer is within its bytes or one past them (an empty `data` has
+    // only zero-filled rows).
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
     macro_rules! fixed {
         ($($w:literal)*) => {

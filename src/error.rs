@@ -37,8 +37,10 @@ pub enum GatherError {
     /// A dtype the operation does not accept. Python: `TypeError`.
     UnsupportedType(String),
     /// `indices` changed while the gather was running (another thread wrote
-    /// to it). Every read stayed inside `data`, but the result is not
-    /// defined. Python: `RuntimeError`.
+    /// to it). In practice every read stayed inside `data` (the copy checks
+    /// each index value it reads, and uses only that value), but the write
+    /// raced with our reads, which is undefined behaviour in the abstract;
+    /// the result is not defined. Python: `RuntimeError`.
     IndicesModified,
 }
 

@@ -125,8 +125,8 @@ impl Plan<'_> {
 
     /// Source offsets of every output row (see `kernel::row_offsets`).
     fn row_offsets(&self, mode: Mode, offsets: &mut [isize]) -> std::result::Result<(), BadRow> {
-        // SAFETY: the plan's views were checked when it was made; `offsets`
-        // has one slot per output row.
+        // SAFETY: `offsets` has one slot per output row, so row_offsets walks
+        // existing rows only.
         with_index_type!(self.index_type, T => unsafe {
             match mode {
                 Mode::Raise => row_offsets::<T, false, false>(self, 0, offsets),
@@ -210,9 +210,8 @@ impl Plan<'_> {
         start: usize,
         out: &mut [u8],
     ) -> std::result::Result<(), BadRow> {
-        // SAFETY: the plan's views were checked when it was made; `out`
-        // holds whole rows from `start` on (callers split at row bounds) and
-        // does not overlap `data` (caller of `execute`).
+        // SAFETY: `out` holds whole rows from `start` on (callers split at
+        // row bounds) and does not overlap `data` (caller of `execute`).
         with_index_type!(self.index_type, T => unsafe {
             match mode {
                 Mode::Raise => gather_rows::<T, false, false>(self, start, out),
@@ -228,7 +227,7 @@ impl Plan<'_> {
         let clip = mode == Mode::Clip;
         let n = self.n_index_rows;
         let scan = |rows: std::ops::Range<usize>| {
-            // SAFETY: the plan's views were checked; rows are in range.
+            // SAFETY: `rows` are existing index rows (a range of 0..n).
             with_index_type!(self.index_type, T => unsafe {
                 if clip { first_bad::<T, true>(self, rows) } else { first_bad::<T, false>(self, rows) }
             })
@@ -280,8 +279,9 @@ impl Plan<'_> {
             .map(|(&size, &stride)| distinct_positions(size, stride))
             .collect();
         let ty = self.index_type;
-        // SAFETY: `row` is an existing index row, so its tuple lies inside
-        // the checked `indices` span.
+        // SAFETY: `row` is an existing index row and `pos` a position of its
+        // tuple: an in-range position of `indices`, inside its bytes by the
+        // checked-view invariant (a) and (b).
         let read = |pos: usize| unsafe {
             let base = self.indices.bytes.as_ptr().add(self.indices.offset);
             load_exact(

@@ -148,7 +148,7 @@ mod tests {
         let v = u64::MAX.to_ne_bytes();
         // SAFETY: an 8-byte buffer read as u64.
         assert_eq!(unsafe { u64::load(v.as_ptr()) }, i64::MAX);
-        // SAFETY: as above.
+        // SAFETY: the same 8-byte buffer, read as u64.
         assert_eq!(unsafe { u64::load_exact(v.as_ptr()) }, u64::MAX as i128);
     }
 

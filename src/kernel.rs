@@ -16,8 +16,9 @@ pub(crate) const BLOCK: usize = 512;
 /// Gathers output rows `start..start + n` into `out` (their bytes).
 ///
 /// # Safety
-/// `plan` checked; `start + n <= plan.n_rows`; `out.len() == n * slice_bytes`;
-/// `out` does not overlap `data`.
+/// `start + n <= plan.n_rows`; `out.len() == n * slice_bytes`; `out` does
+/// not overlap `data`. (The plan's views need no promise: every plan's are
+/// checked views.)
 pub(crate) unsafe fn gather_rows<T: IndexElem, const CLIP: bool, const ZERO: bool>(
     plan: &Plan<'_>,
     start: usize,
@@ -41,7 +42,7 @@ const SMALL_BLOCK: usize = 16;
 /// checking their indices as [`gather_rows`] does, without copying.
 ///
 /// # Safety
-/// `plan` checked; `start + offsets.len() <= plan.n_rows`.
+/// `start + offsets.len() <= plan.n_rows`.
 pub(crate) unsafe fn row_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
     plan: &Plan<'_>,
     start: usize,

@@ -11,6 +11,22 @@ pub(crate) type Dims = SmallVec<[Dim; 6]>;
 
 /// An N-dimensional array as the core sees it: bytes, where element
 /// `[0, ..., 0]` starts, and the byte stride of every axis (any sign).
+///
+/// # The checked-view invariant
+///
+/// A *checked view* is one that [`ArrayView::check`] accepted; every
+/// [`Plan`](crate::Plan)'s `data` and `indices` are checked views, since the
+/// only ways to make a plan check both first. A checked view guarantees:
+///
+/// - **(a)** `offset <= bytes.len()`, so `bytes.as_ptr().add(offset)` points
+///   into `bytes` or just past its end, even for an empty view;
+/// - **(b)** for every position `p` with `p[k] < shape[k]` on each axis, the
+///   `itemsize` bytes at `offset + Σ p[k] * strides[k]` lie inside `bytes`.
+///
+/// The kernels' `unsafe` code indexes views through raw pointers with no
+/// bounds checks of its own; its SAFETY comments cite this invariant by
+/// name: an in-range position of a checked view never addresses a byte
+/// outside its `bytes`.
 #[derive(Clone, Copy, Debug)]
 pub struct ArrayView<'a> {
     /// Every byte the array may touch (see [`span`]).
@@ -48,10 +64,10 @@ pub fn span(shape: &[usize], strides: &[isize], itemsize: usize) -> Option<(isiz
 }
 
 impl<'a> ArrayView<'a> {
-    /// Checks that every element of the view lies inside `bytes`, so the
-    /// kernels may index it without further bounds checks, and that
-    /// `offset` lies within `bytes` (or just past it) even for an empty view,
-    /// so that `bytes.as_ptr().add(offset)` is always a valid pointer.
+    /// Establishes the checked-view invariant (see [`ArrayView`]): every
+    /// element of the view lies inside `bytes`, so the kernels may index it
+    /// without further bounds checks, and `offset` lies within `bytes` (or
+    /// just past it) even for an empty view.
     pub fn check(&self, what: &str) -> Result<()> {
         if self.shape.len() != self.strides.len() {
             return Err(GatherError::InvalidArgument(format!(

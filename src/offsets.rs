@@ -37,8 +37,8 @@ pub(crate) struct BadRow;
 /// innermost row axis, where both strides are constant.
 ///
 /// # Safety
-/// `plan` must have been checked (views inside their buffers), and `od` must
-/// walk rows of `plan.rows` that exist.
+/// `od` must walk rows of `plan.rows` that exist (the plan's views are
+/// checked views, as every plan's are).
 #[inline(always)]
 pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
     plan: &Plan<'_>,
@@ -77,17 +77,21 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
     slots: &mut [isize],
 ) -> Result<(), BadRow> {
     let inner = plan.rows[plan.rows.len() - 1];
-    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
-    // empty one): the pointer stays within the slice or one past its end.
+    // SAFETY: checked-view invariant (a) of `indices`: within its bytes or
+    // one past them.
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
     let (mut data_off, mut index_off) = (od.data_off, od.index_off);
     for slot in slots.iter_mut() {
-        // SAFETY: `index_off` addresses an existing position of `indices`.
+        // SAFETY: `index_off` is the offset of an existing row's tuple, an
+        // in-range position of `indices`: inside its bytes by the
+        // checked-view invariant (b).
         let tuple = unsafe { index_base.offset(index_off) };
         let mut off = data_off;
         let mut ok = true;
         for (j, axis) in axes.as_ref().iter().enumerate() {
-            // SAFETY: position j < k of the tuple exists in `indices`.
+            // SAFETY: position j < k of the tuple is an in-range position
+            // of `indices`, whose `itemsize` bytes lie inside its bytes
+            // (checked-view invariant (b)).
             let v = unsafe { T::load(tuple.offset(j as isize * plan.tuple_stride)) };
             // No branch per index: a bad one only clears `ok`, and the
             // offset it spoils is never used.
@@ -112,7 +116,7 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
 /// `rows` that addresses nothing: `(row, position in tuple)`.
 ///
 /// # Safety
-/// `plan` checked; `rows.end <= plan.n_index_rows`.
+/// `rows.end <= plan.n_index_rows`.
 pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
     plan: &Plan<'_>,
     rows: std::ops::Range<usize>,
@@ -158,12 +162,13 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
 ) -> Option<(usize, usize)> {
     let axes = axes.as_ref();
     let step = plan.index_rows[plan.index_rows.len() - 1].index_stride;
-    // SAFETY: `indices.offset <= indices.bytes.len()` (checked view, even an
-    // empty one): the pointer stays within the slice or one past its end.
+    // SAFETY: checked-view invariant (a) of `indices`: within its bytes or
+    // one past them.
     let index_base = unsafe { plan.indices.bytes.as_ptr().add(plan.indices.offset) };
     let good = |r: usize, j: usize| {
         // SAFETY: row r < run of this run and position j < k of its tuple
-        // exist in `indices`, inside its span.
+        // make an in-range position of `indices`, inside its bytes by the
+        // checked-view invariant (b).
         let v = unsafe {
             let tuple = index_base.offset(od.index_off + r as isize * step);
             T::load(tuple.offset(j as isize * plan.tuple_stride))

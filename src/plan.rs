@@ -31,7 +31,8 @@ pub(crate) struct TupleAxis {
 }
 
 /// Everything the kernel needs, computed once per call, with the arrays it
-/// reads.
+/// reads: checked views (see the checked-view invariant on [`ArrayView`]),
+/// as `plan_gather` and `plan_gather_nd` check both before planning.
 #[derive(Clone, Debug)]
 pub struct Plan<'a> {
     pub(crate) data: ArrayView<'a>,

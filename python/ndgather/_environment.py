@@ -2,7 +2,8 @@
 
 ``NDGATHER_NUM_THREADS`` sets the thread count and ``NDGATHER_POOL_BYTES`` the result pool's
 limit. No value may break ``import ndgather``: one that cannot be used warns once, naming the
-variable and the value, and the default stays.
+variable and the value, and the default stays. This module only reads the text; the range
+checks are those of ``set_num_threads`` and ``set_pool_limit``.
 """
 
 from __future__ import annotations
@@ -12,36 +13,44 @@ import re
 import warnings
 from collections.abc import Callable
 
-from ndgather._core import MAX_THREADS, set_num_threads, set_pool_limit
+from ndgather._core import set_num_threads, set_pool_limit
 
-# Sizes as people write them: "0", "268435456", "512MiB", "1 GiB", "1.5G", "800MB", "64Ki".
-# K, M, G, T alone or with "i"/"iB" are powers of 1024; with "B" alone, powers of 1000.
+# Sizes as people write them: "0", "268435456", "512MiB", "1 GiB", "800MB", "64Ki".
+# Only units that mean the same everywhere, dask's `parse_bytes` included: with "i"
+# ("Ki", "KiB") powers of 1024, with "B" alone ("kB", "MB") powers of 1000. A bare
+# "K", "M", "G" or "T" is refused: dask reads "1G" as 10**9, many tools as 2**30.
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[a-z]*)", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1}
+# What to write instead of a bare letter: (powers of 1024, powers of 1000).
+_AMBIGUOUS: dict[str, tuple[str, str]] = {}
 for _power, _letter in enumerate("kmgt", start=1):
     _UNITS.update(
         {
-            _letter: 1024**_power,
             _letter + "i": 1024**_power,
             _letter + "ib": 1024**_power,
             _letter + "b": 1000**_power,
         }
     )
-
-# The pool limit is kept in a pointer-sized integer.
-_MAX_POOL_BYTES = 2**63 - 1
+    _AMBIGUOUS[_letter] = (
+        f"{_letter.upper()}iB",
+        f"{_letter if _power == 1 else _letter.upper()}B",
+    )
 
 
 def parse_bytes(text: str) -> int:
     """The number of bytes ``text`` means; ``ValueError`` if it is not a size.
 
-    >>> parse_bytes("512MiB"), parse_bytes("1GB"), parse_bytes("4k"), parse_bytes("0")
+    >>> parse_bytes("512MiB"), parse_bytes("1GB"), parse_bytes("4KiB"), parse_bytes("0")
     (536870912, 1000000000, 4096, 0)
     """
     match = _SIZE.fullmatch(text.strip())
-    scale = _UNITS.get(match["unit"].lower()) if match else None
+    unit = match["unit"] if match else ""
+    if unit.lower() in _AMBIGUOUS:
+        binary, decimal = _AMBIGUOUS[unit.lower()]
+        raise ValueError(f"{unit!r} alone is ambiguous: write {binary} or {decimal}")
+    scale = _UNITS.get(unit.lower())
     if match is None or scale is None:
-        raise ValueError("not a size such as 0, 268435456, 512MiB or 1GiB")
+        raise ValueError("not a size such as 0, 268435456, 512MiB or 1GB")
     # Exact for integers of any length; a fraction is rounded down to a byte.
     whole, _, fraction = match["number"].partition(".")
     value = int(whole or "0") * scale
@@ -51,10 +60,10 @@ def parse_bytes(text: str) -> int:
 
 
 def parse_threads(text: str) -> int:
-    """The thread count ``text`` means: an integer from 1 to ``MAX_THREADS``."""
+    """The whole number ``text`` holds (``set_num_threads`` checks its range)."""
     stripped = text.strip()
-    if not stripped.isdigit() or not 1 <= int(stripped) <= MAX_THREADS:
-        raise ValueError(f"not a whole number from 1 to {MAX_THREADS}")
+    if not stripped.isdigit():
+        raise ValueError("not a whole number")
     return int(stripped)
 
 
@@ -74,14 +83,7 @@ def _apply(
         )
 
 
-def _bounded_bytes(text: str) -> int:
-    value = parse_bytes(text)
-    if value > _MAX_POOL_BYTES:
-        raise ValueError(f"more than {_MAX_POOL_BYTES} bytes")
-    return value
-
-
 def apply_environment() -> None:
     """Apply ``NDGATHER_NUM_THREADS`` and ``NDGATHER_POOL_BYTES``, warning about bad values."""
     _apply("NDGATHER_NUM_THREADS", parse_threads, set_num_threads, "every CPU")
-    _apply("NDGATHER_POOL_BYTES", _bounded_bytes, set_pool_limit, "the default of 1 GiB")
+    _apply("NDGATHER_POOL_BYTES", parse_bytes, set_pool_limit, "the default of 1 GiB")

@@ -564,6 +564,8 @@ def _index_chunks(
     itemsize = 8 if spec.dtype.hasobject else max(spec.dtype.itemsize, 1)
     row = itemsize * math.prod(max(data.chunks[a], default=1) or 1 for a in spec.carried)
     batch = math.prod(max(data.chunks[i], default=1) or 1 for i in range(b))
+    # dask's own setting, read as dask reads it (a bare "1G" is 10**9 there; every size
+    # NDGATHER_POOL_BYTES accepts means the same to both).
     limit = parse_bytes(dask.config.get("array.chunk-size"))
     budget = max(1, min(limit // (row * batch), _MAX_TUPLES // batch))
     rest: list[tuple[int, ...]] = []

@@ -242,21 +242,6 @@ pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*mut u8, usize) {
     (data, a.len() * a.dtype().itemsize())
 }
 
-/// The bytes of a C-contiguous array, for reading.
-///
-/// # Safety
-/// `a` must be C-contiguous, and no mutable reference may alias its buffer
-/// for the returned lifetime.
-pub(crate) unsafe fn bytes<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a [u8] {
-    let (data, len) = raw_bytes(a);
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: contiguous buffer of `len` bytes starting at `data`, not
-    // written while the slice lives (caller).
-    unsafe { std::slice::from_raw_parts(data, len) }
-}
-
 /// The writable bytes of a C-contiguous array.
 ///
 /// # Safety

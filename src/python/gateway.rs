@@ -5,9 +5,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 
 use super::args::Int64;
-use super::arrays::{
-    bytes, bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view,
-};
+use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
 use super::objects::{assign, own_copied_references};
 use crate::{
     num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Plan, Validation,
@@ -123,20 +121,33 @@ fn fresh_result<'py>(
     Ok(result)
 }
 
-fn copy_into(
-    dst: &Bound<'_, PyUntypedArray>,
-    src: &Bound<'_, PyUntypedArray>,
+/// Copies the fresh result `src` into `dst` (same shape, equivalent
+/// dtype) through NumPy's own copy, which may read and write memory that
+/// `data` and `indices` share with `dst` without any reference of ours to
+/// it. NumPy releases the GIL for a large copy of plain bytes, and swaps the
+/// references of a dtype that holds objects.
+fn copy_into<'py>(
+    dst: &Bound<'py, PyUntypedArray>,
+    src: &Bound<'py, PyUntypedArray>,
     refs: bool,
 ) -> PyResult<()> {
     if refs {
         return assign(dst, src);
     }
-    // SAFETY: `dst` is C-contiguous and writeable (check_out) and `src` is a
-    // fresh C-contiguous array of the same shape and dtype, only read here;
-    // distinct buffers.
-    let (to, from) = unsafe { (bytes_mut(dst), bytes(src)) };
-    dst.py().detach(|| to.copy_from_slice(from));
-    Ok(())
+    // Seen as unstructured `V<itemsize>`, every byte is copied, as the
+    // kernel copies it: NumPy copies a record field by field, leaving the
+    // padding between fields untouched. `ndarray.view(a, dtype, ndarray)`
+    // runs no subclass code.
+    let py = dst.py();
+    let raw = PyArrayDescr::new(py, format!("V{}", dst.dtype().itemsize()))?;
+    let ndarray = py.get_type::<PyUntypedArray>();
+    let as_raw = |a: &Bound<'py, PyUntypedArray>| {
+        ndarray
+            .call_method1("view", (a, &raw, &ndarray))?
+            .cast_into::<PyUntypedArray>()
+            .map_err(PyErr::from)
+    };
+    assign(&as_raw(dst)?, &as_raw(src)?)
 }
 
 /// Whether the bytes of `target` meet those of any of `views`: address

@@ -42,7 +42,8 @@ pub(crate) fn own_copied_references(result: &Bound<'_, PyUntypedArray>) -> PyRes
 }
 
 /// Copies `src` into `dst` (same shape and dtype) through NumPy, which
-/// releases the references `dst` held and takes new ones.
+/// copies by value even where the two share memory, and for a dtype that
+/// holds objects releases the references `dst` held and takes new ones.
 pub(crate) fn assign(
     dst: &Bound<'_, PyUntypedArray>,
     src: &Bound<'_, PyUntypedArray>,

@@ -292,3 +292,31 @@ def test_out_is_data_object() -> None:
     assert r is data
     assert data.tolist() == expected.tolist()
     assert all(a is b for a, b in zip(data, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.dtype([("a", "u1"), ("b", "<i8")], align=True),
+        np.dtype({"names": ["a", "b"], "formats": ["<i2", "<i2"], "offsets": [0, 5]}),
+        np.dtype("longdouble"),
+        np.dtype("<f4"),
+    ],
+    ids=["rec-aligned-16", "rec-offsets-gap", "longdouble", "f4"],
+)
+def test_out_is_data_every_byte_copied(dtype: np.dtype) -> None:
+    """Overlapping out gets whole elements, the bytes between record fields included."""
+    rng = np.random.default_rng(11)
+    raw = rng.integers(0, 256, 40 * dtype.itemsize, dtype=np.uint8)
+    data = raw.view(dtype)
+    void = data.view(f"V{dtype.itemsize}")
+    idx = rng.permutation(40)
+    expected = void[idx].tobytes()
+    assert ndgather.gather(data, idx, out=data) is data
+    assert data.tobytes() == expected
+    # a 0-d out inside data
+    data = rng.integers(0, 256, 3 * dtype.itemsize, dtype=np.uint8).view(dtype)
+    expected = data[2:3].tobytes()
+    out = data[0:1].reshape(())
+    assert ndgather.gather_nd(data, [2], out=out) is out
+    assert data[0:1].tobytes() == expected

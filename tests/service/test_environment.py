@@ -47,7 +47,8 @@ def test_a_bad_thread_count_warns_once_and_falls_back(value: str) -> None:
         ("1GiB", 1 << 30),
         ("1 gib", 1 << 30),
         ("64Ki", 64 << 10),
-        ("1.5G", 3 << 29),
+        ("1.5GiB", 3 << 29),
+        ("1.5 gb", 1_500_000_000),
         ("800MB", 800_000_000),
         ("10kb", 10_000),
     ],
@@ -58,7 +59,9 @@ def test_pool_bytes_takes_sizes_with_units(value: str, limit: int) -> None:
     assert "Warning" not in stderr
 
 
-@pytest.mark.parametrize("value", ["-1", "lots", "1e9", "12 parsecs", "9" * 40, "GiB", "1iB"])
+@pytest.mark.parametrize(
+    "value", ["-1", "lots", "1e9", "12 parsecs", "9" * 40, str(2**63), "GiB", "1iB", "1G", "64k"]
+)
 def test_a_bad_pool_size_warns_once_and_falls_back(value: str) -> None:
     got, stderr = _import_with("NDGATHER_POOL_BYTES", value)
     assert got.split()[1] == str(1 << 30)
@@ -85,6 +88,28 @@ def test_apply_environment_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_parse_bytes_is_exact_for_large_values() -> None:
     assert parse_bytes("8TiB") == 8 << 40
     assert parse_bytes(str(2**62)) == 2**62
-    assert parse_bytes(".5M") == 1 << 19
+    assert parse_bytes(".5Mi") == 1 << 19
     with pytest.raises(ValueError):
         parse_bytes("")
+
+
+@pytest.mark.parametrize("letter", ["K", "k", "M", "G", "T"])
+def test_a_bare_unit_letter_is_refused_as_ambiguous(letter: str) -> None:
+    """dask reads "1G" as 10**9, other tools as 2**30: the message says what to write."""
+    with pytest.raises(
+        ValueError, match=f"'{letter}' alone is ambiguous: write {letter.upper()}iB or"
+    ):
+        parse_bytes(f"1{letter}")
+    _, stderr = _import_with("NDGATHER_POOL_BYTES", f"2{letter}")
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert "ambiguous" in stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["0", "4096", "7 B", "1kB", "1KiB", "64Ki", "800MB", "512MiB", "1.5GB", "1 gib", "3TiB", "2tb"],
+)
+def test_every_size_accepted_means_what_it_means_to_dask(value: str) -> None:
+    """ndgather.dask reads dask's array.chunk-size with dask's parser: no size means two things."""
+    dask_utils = pytest.importorskip("dask.utils")
+    assert parse_bytes(value) == dask_utils.parse_bytes(value)
