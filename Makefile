@@ -15,18 +15,43 @@ DASK_JSON = bench-results/dask.json
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
-.PHONY: dev check lint test test-rust stress bench-quick
+.PHONY: dev check lint format clean test test-rust stress bench-quick
 .PHONY: bench bench-doc bench-peers bench-access bench-dask fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
 	VIRTUAL_ENV=$(PYTHON_ENV) $(PYTHON) -m maturin develop --profile dev-release
 
-## check: every check CI runs (.ci/run calls these targets one by one)
+## check: the checks of .ci/run that need no release build and no nightly toolchain, in the
+## same order. It leaves out what .ci/run does besides: the install (`pip install` into .venv),
+## `make wheel`, `make wheel-test` and `make fuzz` (20 s a target). `.ci/check_doc_refs.py`
+## (run by `make lint`) fails when this list and .ci/run disagree.
 check: lint test-rust test bench-quick
 
+## format: rewrite what `make lint` checks the format of: cargo fmt (the crate and fuzz/),
+## ruff format, and the fixes ruff check can make by itself
+format:
+	cargo fmt
+	cargo fmt --manifest-path fuzz/Cargo.toml
+	$(PYTHON) -m ruff format python tests benches
+	$(PYTHON) -m ruff check --fix python tests benches
+
+## clean: build and run artefacts: cargo's target dirs (the crate's and fuzz/'s), the venvs
+## the Makefile and .ci/wheel-test make (.venv-build, .venv-wheel-test), dist/,
+## bench-results/, the extension `make dev` put in python/ndgather/ (run `make dev` again
+## after) and the tools' caches. It keeps .venv (yours, and .ci/run's) and fuzz/corpus and
+## fuzz/artifacts (the fuzzers' inputs and findings).
+clean:
+	cargo clean
+	cargo clean --manifest-path fuzz/Cargo.toml
+	rm -rf $(BUILD_VENV) .venv-wheel-test dist bench-results
+	rm -f python/ndgather/_core*.so
+	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	find python tests benches .ci -name __pycache__ -type d -prune -exec rm -rf {} +
+
 ## lint: Rust format and clippy (core and bindings), ruff (lint and format), mypy --strict,
-## stubtest, the minimum supported Rust version (.ci/msrv)
+## stubtest, the minimum supported Rust version (.ci/msrv), the files and make targets the docs
+## name (.ci/check_doc_refs.py)
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
@@ -35,7 +60,8 @@ lint:
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather
 	$(PYTHON) -m mypy.stubtest ndgather._core $(addprefix --allowlist ,$(STUBTEST_ALLOWLIST))
-	python3 .ci/msrv
+	$(PYTHON) .ci/msrv
+	$(PYTHON) .ci/check_doc_refs.py
 
 ## test: the README's test command
 test:

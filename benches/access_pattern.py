@@ -40,6 +40,7 @@ from report import (
     machine_info,
     markdown_table,
     options,
+    refuse_dirty,
     save,
     text_table,
     update_doc,
@@ -132,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = args.rounds or (3 if args.quick else 11)
     min_sample_s = 0.001 if args.quick else 0.02
     machine = machine_info({"ndgather": ndgather.__version__, "numpy": np.__version__})
+    if args.doc:  # before measuring: a run that cannot go into the docs is not started
+        refuse_dirty([machine], args.allow_dirty)
     print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
     records = []
     for case in cases:

@@ -50,6 +50,7 @@ from report import (
     machine_info,
     markdown_table,
     options,
+    refuse_dirty,
     save,
     text_table,
     update_doc,
@@ -285,6 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "dask": dask.__version__,
     }
     machine = machine_info(versions, {"ndgather_threads": ndgather.get_num_threads()})
+    if args.doc:  # before measuring: a run that cannot go into the docs is not started
+        refuse_dirty([machine], args.allow_dirty)
     print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
     records = []
     with dask.config.set(scheduler="threads"), tempfile.TemporaryDirectory() as tmp:

@@ -30,6 +30,7 @@ from typing import Any
 
 from report import (
     FAMILY_NAMES,
+    add_allow_dirty,
     best_peer,
     describe_machine,
     fmt_ratio,
@@ -38,6 +39,7 @@ from report import (
     median,
     peer_markdown,
     ratio,
+    refuse_dirty,
     update_doc,
 )
 
@@ -207,11 +209,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png", type=Path, help="write the plot here (docs/benchmark.png)")
     parser.add_argument("--doc", type=Path, help="fill the peers block (docs/performance.md)")
     parser.add_argument("--readme", type=Path, help="fill the summary block (README.md)")
+    add_allow_dirty(parser)
     args = parser.parse_args(argv)
     results = json.loads(args.results.read_text(encoding="utf-8"))
     one_thread = (
         json.loads(args.one_thread.read_text(encoding="utf-8")) if args.one_thread else None
     )
+    if args.png or args.doc or args.readme:
+        runs = [results] + ([one_thread] if one_thread else [])
+        refuse_dirty([r["machine"] for r in runs], args.allow_dirty)
     if args.png:
         plot(results, one_thread, args.png)
         print(f"wrote {args.png}")

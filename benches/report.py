@@ -45,25 +45,46 @@ def _memory_gib() -> float | None:
     return round(int(total.split()[0]) / 2**20, 1) if total else None
 
 
+#: What recording a run writes (tables, plot, JSON): changes there leave the code measured
+#: as committed, so they do not make the tree dirty (one recording step runs after another).
+RECORD_OUTPUTS = ("docs", "README.md")
+
+
 def _git_commit(where: Path) -> str | None:
+    """The commit of the tree ``where`` is in, ``-dirty`` when it has changes (staged or not)
+    or untracked files outside :data:`RECORD_OUTPUTS`; ``None`` outside git."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=where, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        top = Path(git("rev-parse", "--show-toplevel"))
+        commit = git("rev-parse", "--short=12", "HEAD")
+        excluded = [f":(top,exclude){p}" for p in RECORD_OUTPUTS]
+        dirty = git("-C", str(top), "status", "--porcelain", "--", ".", *excluded)
     except (OSError, subprocess.CalledProcessError):
         return None
     return commit + ("-dirty" if dirty else "")
+
+
+def clean_commit(machine: Mapping[str, Any]) -> bool:
+    """Whether a run was recorded at a known commit of a clean tree."""
+    commit = machine.get("git_commit")
+    return bool(commit) and not str(commit).endswith("-dirty")
+
+
+def refuse_dirty(machines: Iterable[Mapping[str, Any]], allow_dirty: bool) -> None:
+    """Stop before a run from a dirty tree (or outside git) goes into the docs: its commit
+    would not say what code was measured. ``--allow-dirty`` writes it, marked ``-dirty``."""
+    bad = [str(m.get("git_commit") or "no git commit") for m in machines if not clean_commit(m)]
+    if bad and not allow_dirty:
+        raise SystemExit(
+            f"refusing to put a run recorded at {', '.join(bad)} into the docs: commit the code "
+            "first (changes under docs/ and README.md do not count), or pass --allow-dirty to "
+            "write it marked as such"
+        )
 
 
 def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> dict[str, Any]:
@@ -72,7 +93,7 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count() or 0
-    return {
+    info = {
         "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
         "cores": os.cpu_count(),
         "usable_cores": usable,
@@ -83,6 +104,14 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         "git_commit": _git_commit(Path(__file__).resolve().parent),
         **extra,
     }
+    if not clean_commit(info):
+        why = (
+            f"commit {info['git_commit']}: the tree has changes outside docs/ and README.md"
+            if info["git_commit"]
+            else "no commit: not in a git checkout"
+        )
+        print(f"warning: recording {why}; the run does not name the code measured", file=sys.stderr)
+    return info
 
 
 def describe_machine(machine: Mapping[str, Any]) -> str:
@@ -365,7 +394,18 @@ def options(doc: str, cases: Sequence[Any], rounds: str, table: bool) -> argpars
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
     if table:
         parser.add_argument("--doc", type=Path, help="put the table between its markers here")
+        add_allow_dirty(parser)
     return parser
+
+
+def add_allow_dirty(parser: argparse.ArgumentParser) -> None:
+    """``--allow-dirty``: see :func:`refuse_dirty`."""
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="write into the docs even a run from a tree with uncommitted changes (its commit "
+        "is marked -dirty)",
+    )
 
 
 def chosen(
@@ -411,8 +451,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="JSON of compare.py --peers numpy --json")
     parser.add_argument("--doc", type=Path, help="put the table between its markers here")
+    add_allow_dirty(parser)
     args = parser.parse_args(argv)
-    markdown = summary_markdown(json.loads(args.results.read_text(encoding="utf-8")))
+    results = json.loads(args.results.read_text(encoding="utf-8"))
+    if args.doc:
+        refuse_dirty([results["machine"]], args.allow_dirty)
+    markdown = summary_markdown(results)
     if args.doc:
         update_doc(args.doc, markdown, "bench table")
     else:

@@ -3,7 +3,8 @@
 The examples are those of the ONNX GatherND page and the OpenVINO Gather-7 page, each checked
 against the output the specification gives. The timing runs a few cases through ndgather and
 through NumPy's usual idioms (each written out in the table's source), in interleaved rounds,
-and reports medians; ``benches/compare_numpy.py`` in the source tree is the full benchmark.
+and reports medians; in the source tree, ``benches/compare.py --peers numpy`` (``make bench``)
+is the full benchmark against NumPy and ``benches/compare.py`` the one against every runtime.
 The exit status is 1 if any result differs from the expected one.
 """
 

@@ -704,9 +704,10 @@ def _build(
 def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: Mode = "raise") -> da.Array:
     """:func:`ndgather.gather_nd` on a dask array, lazily, chunk by chunk.
 
-    ``data`` is a :class:`dask.array.Array` (anything else is wrapped with
-    ``da.from_array(..., chunks="auto")``); ``indices`` a NumPy array, an array-like or a
-    :class:`dask.array.Array`. The result is a :class:`dask.array.Array` of shape
+    ``data`` is a :class:`dask.array.Array` (anything else is read whole with
+    ``np.asarray``, then wrapped with ``da.from_array(..., chunks="auto")``: wrap a zarr
+    array with ``da.from_zarr`` to read only the chunks used); ``indices`` a NumPy array, an
+    array-like or a :class:`dask.array.Array`. The result is a :class:`dask.array.Array` of shape
     ``indices.shape[:-1] + data.shape[batch_dims + k:]`` whose chunks follow those of
     ``indices`` (in-memory indices are chunked so that an output block is about dask's
     ``array.chunk-size``) and of ``data`` on the carried axes.
