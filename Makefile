@@ -25,12 +25,15 @@ dev:
 ## check: every check CI runs (.ci/run calls these targets one by one)
 check: lint test-rust test bench-quick
 
-## lint: Rust format and clippy (core and bindings), ruff (lint and format), mypy --strict,
-## stubtest, the minimum supported Rust version (.ci/msrv)
+## lint: Rust format and clippy (core, bindings, and fuzz/: the oracle and the fuzz targets, on
+## stable), ruff (lint and format), mypy --strict, stubtest, the minimum supported Rust version
+## (.ci/msrv)
 lint:
 	cargo fmt --check
+	cargo fmt --check --manifest-path fuzz/Cargo.toml
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
+	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather

@@ -1,15 +1,26 @@
-//! What the fuzz targets share: arrays of any geometry built from the
-//! fuzzer's bytes, and naive references for `gather_nd` and `gather`.
+//! The naive reference for ndgather's core, and the generators of the
+//! inputs it is checked on: arrays of any geometry built from arbitrary
+//! bytes, and naive references for `gather_nd` and `gather`.
+//!
+//! Each of [`gather_nd`], [`gather`] and [`views`] turns one input (a byte
+//! string) into calls, makes them and checks them with [`check`]. The
+//! cargo-fuzz targets in `fuzz/fuzz_targets/` feed them the fuzzer's bytes
+//! (nightly); the root crate's `tests/oracle.rs` feeds them seeded
+//! pseudo-random bytes in a plain `cargo test` (stable).
 //!
 //! Every check has the form "error or exact result": when the core returns
 //! `Ok`, its bytes must equal the reference's; when it returns an error,
 //! the reference must agree that the input is invalid (and name the same
-//! first bad index), and a caller's output (`Validation::BeforeWriting`) must be
-//! untouched.
+//! first bad index), and a caller's output (`Validation::BeforeWriting`)
+//! must be untouched.
 //!
 //! The references work on coordinates, one element at a time, with `i128`
 //! arithmetic: they share no code and no idea (coalescing, offsets tables,
 //! odometers) with the core.
+
+pub mod gather;
+pub mod gather_nd;
+pub mod views;
 
 use arbitrary::{Result, Unstructured};
 use ndgather::{
@@ -449,7 +460,7 @@ pub struct Call {
     pub indices: Array,
     pub index_type: IndexType,
     pub mode: Mode,
-    pub output: Validation,
+    pub validation: Validation,
     pub threads: usize,
     pub reject_negative: bool,
     /// Added to the output buffer's length (normally 0: a wrong length
@@ -478,7 +489,7 @@ impl Call {
         format!(
             "{:?} {:?} threads {} reject_negative {} out_len_delta {} {:?}\n  data: {}\n  indices: {}",
             self.mode,
-            self.output,
+            self.validation,
             self.threads,
             self.reject_negative,
             self.out_len_delta,
@@ -492,7 +503,7 @@ impl Call {
 /// How a call is executed, from the fuzzer's bytes.
 pub struct Exec {
     pub mode: Mode,
-    pub output: Validation,
+    pub validation: Validation,
     pub threads: usize,
     pub reject_negative: bool,
     pub out_len_delta: isize,
@@ -506,7 +517,7 @@ impl Exec {
             indices,
             index_type,
             mode: self.mode,
-            output: self.output,
+            validation: self.validation,
             threads: self.threads,
             reject_negative: self.reject_negative,
             out_len_delta: self.out_len_delta,
@@ -527,7 +538,7 @@ pub fn data_rank(u: &mut Unstructured<'_>) -> Result<usize> {
 pub fn exec(u: &mut Unstructured<'_>) -> Result<Exec> {
     Ok(Exec {
         mode: mode(u)?,
-        output: if u.arbitrary()? {
+        validation: if u.arbitrary()? {
             Validation::BeforeWriting
         } else {
             Validation::WhileCopying
@@ -563,8 +574,8 @@ enum Planned {
 /// The normalised attributes of a valid call.
 #[derive(Clone, Copy, Debug)]
 enum Attrs {
-    Nd { b: usize, k: usize },
-    Take { axis: usize, b: usize },
+    GatherNd { b: usize, k: usize },
+    Gather { axis: usize, b: usize },
 }
 
 /// What planning `call` as `op` must give, and whether refusing it as an
@@ -609,7 +620,7 @@ fn plan_rules(call: &Call, op: Op) -> (Planned, Option<Attrs>) {
                 return (Planned::Invalid, None);
             }
             let out: Vec<usize> = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
-            (out, Attrs::Nd { b, k })
+            (out, Attrs::GatherNd { b, k })
         }
         Op::Gather { axis, batch_dims } => {
             let mut a = axis as i128;
@@ -633,7 +644,7 @@ fn plan_rules(call: &Call, op: Op) -> (Planned, Option<Attrs>) {
                 .chain(&ds[a + 1..])
                 .copied()
                 .collect();
-            (out, Attrs::Take { axis: a, b })
+            (out, Attrs::Gather { axis: a, b })
         }
     };
     if !numpy_fits(&out_shape, call.data.itemsize) {
@@ -664,7 +675,7 @@ fn resolve(v: i128, s: usize, mode: Mode, wrap: bool) -> Option<usize> {
 
 /// The result the reference computes: the output bytes, or the first bad
 /// index in C order of `indices`.
-fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
+fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Expected {
     let wrap = !call.reject_negative;
     let mode = call.mode;
     let ds = &call.data.shape;
@@ -688,7 +699,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
     // Every stored index is checked, in C order, whatever the output.
     let mut first_bad = None;
     match attrs {
-        Attrs::Nd { b, k } => {
+        Attrs::GatherNd { b, k } => {
             let q = is.len();
             let mut pos = vec![0; q];
             for_each_coord(&is[..q - 1], |row| {
@@ -708,7 +719,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
                 }
             });
         }
-        Attrs::Take { axis, .. } => {
+        Attrs::Gather { axis, .. } => {
             for_each_coord(is, |pos| {
                 let v = value(pos);
                 if fails(v, ds[axis]) {
@@ -720,7 +731,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
         }
     }
     if let Some(e) = first_bad {
-        return Result2::Bad(e);
+        return Expected::Bad(e);
     }
     let w = call.data.itemsize;
     let mut out = Vec::new();
@@ -733,7 +744,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
         ic.clear();
         let mut zero = false;
         match attrs {
-            Attrs::Nd { b, k } => {
+            Attrs::GatherNd { b, k } => {
                 let rank = is.len() - 1;
                 dc.extend(&oc[..b]);
                 ic.extend(&oc[..rank]);
@@ -747,7 +758,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
                 }
                 dc.extend(&oc[rank..]);
             }
-            Attrs::Take { axis, b } => {
+            Attrs::Gather { axis, b } => {
                 let extra = is.len() - b;
                 ic.extend(&oc[..b]);
                 ic.extend(&oc[axis..axis + extra]);
@@ -766,17 +777,39 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Result2 {
         }
         true
     });
-    Result2::Bytes(out)
+    Expected::Bytes(out)
 }
 
-enum Result2 {
+/// What executing a valid call must give.
+enum Expected {
+    /// The output's bytes.
     Bytes(Vec<u8>),
+    /// This error: the first bad index in C order of `indices`.
     Bad(OutOfRange),
 }
 
+/// How a call checked by [`check`] ended (the core and the reference
+/// agreed on it), so that a replay can tell which paths its inputs reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Planning refused an invalid argument.
+    Invalid,
+    /// Planning refused an output (or array) too large for NumPy.
+    Overflow,
+    /// Planned, but too large to check element by element: not executed.
+    PlannedOnly,
+    /// An output buffer of the wrong length was refused, untouched.
+    WrongLength,
+    /// Executed: the output equals the reference's bytes.
+    Exact,
+    /// Executed: both found the same first bad index.
+    OutOfRange,
+}
+
 /// Plans and executes `call` as `op` and checks "error or exact result"
-/// against the references. Panics (a finding) on any disagreement.
-pub fn check(call: &Call, op: Op) {
+/// against the references. Panics (a finding) on any disagreement; else
+/// says how the call ended.
+pub fn check(call: &Call, op: Op) -> Outcome {
     if std::env::var_os("NDGATHER_FUZZ_DEBUG").is_some() {
         eprintln!("{op:?} {}", call.describe());
     }
@@ -787,9 +820,9 @@ pub fn check(call: &Call, op: Op) {
     };
     let (want, maybe_invalid, attrs) = plan_reference(call, op);
     let (plan, out_shape) = match (want, planned) {
-        (Planned::Invalid, Err(GatherError::InvalidArgument(_))) => return,
-        (Planned::Overflow, Err(GatherError::Overflow(_))) => return,
-        (_, Err(GatherError::InvalidArgument(_))) if maybe_invalid => return,
+        (Planned::Invalid, Err(GatherError::InvalidArgument(_))) => return Outcome::Invalid,
+        (Planned::Overflow, Err(GatherError::Overflow(_))) => return Outcome::Overflow,
+        (_, Err(GatherError::InvalidArgument(_))) if maybe_invalid => return Outcome::Invalid,
         (Planned::Ok { out_shape, .. }, Ok(plan)) => {
             assert_eq!(plan.out_shape(), &out_shape[..], "output shape");
             let bytes = count(&out_shape).unwrap() as usize * call.data.itemsize;
@@ -808,11 +841,11 @@ pub fn check(call: &Call, op: Op) {
     let stored = count(&call.indices.shape).unwrap_or(u128::MAX);
     let elems = count(&out_shape).unwrap_or(u128::MAX);
     if stored > MAX_ELEMS || elems > MAX_ELEMS || plan.out_bytes() as u128 > MAX_OUT_BYTES {
-        return;
+        return Outcome::PlannedOnly;
     }
     let len = plan.out_bytes().saturating_add_signed(call.out_len_delta);
     let mut out = vec![UNTOUCHED; len];
-    let got = plan.execute(call.mode, &mut out, call.output, call.threads);
+    let got = plan.execute(call.mode, &mut out, call.validation, call.threads);
     let fresh = vec![UNTOUCHED; len];
     let untouched = |out: &[u8]| out == &fresh[..];
     if len != plan.out_bytes() {
@@ -821,10 +854,10 @@ pub fn check(call: &Call, op: Op) {
             "wrong output length accepted: {got:?}"
         );
         assert!(untouched(&out), "output of the wrong length written");
-        return;
+        return Outcome::WrongLength;
     }
     match (result_reference(call, attrs, &out_shape), got) {
-        (Result2::Bytes(want), Ok(())) => {
+        (Expected::Bytes(want), Ok(())) => {
             if out != want {
                 let at = out.iter().zip(&want).position(|(a, b)| a != b);
                 panic!(
@@ -832,14 +865,16 @@ pub fn check(call: &Call, op: Op) {
                     want.len()
                 );
             }
+            Outcome::Exact
         }
-        (Result2::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
+        (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(*got, want, "the error names another index");
-            if call.output == Validation::BeforeWriting {
+            if call.validation == Validation::BeforeWriting {
                 assert!(untouched(&out), "out= written before an error");
             }
+            Outcome::OutOfRange
         }
-        (Result2::Bytes(_), got) => panic!("reference succeeds, core says {got:?}"),
-        (Result2::Bad(want), got) => panic!("reference finds {want}, core says {got:?}"),
+        (Expected::Bytes(_), got) => panic!("reference succeeds, core says {got:?}"),
+        (Expected::Bad(want), got) => panic!("reference finds {want}, core says {got:?}"),
     }
 }
