@@ -49,13 +49,15 @@ clean:
 	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find python tests benches .ci -name __pycache__ -type d -prune -exec rm -rf {} +
 
-## lint: Rust format and clippy (core and bindings), ruff (lint and format), mypy --strict,
-## stubtest, the minimum supported Rust version (.ci/msrv), the files and make targets the docs
-## name (.ci/check_doc_refs.py)
+## lint: Rust format and clippy (core, bindings, and fuzz/: the oracle and the fuzz targets, on
+## stable), ruff (lint and format), mypy --strict, stubtest, the minimum supported Rust version
+## (.ci/msrv), the files and make targets the docs name (.ci/check_doc_refs.py)
 lint:
 	cargo fmt --check
+	cargo fmt --check --manifest-path fuzz/Cargo.toml
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
+	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather

@@ -6,14 +6,15 @@
 //! ```sh
 //! cargo bench --bench core                        # every case, 1 thread and all threads
 //! cargo bench --bench core -- points_2m           # one case (a criterion filter)
-//! cargo bench --bench core -- 'rows_1m_256b/kept/1t' # one case, out=, one thread
+//! cargo bench --bench core -- 'rows_1m_256b/before_writing/1t' # one case, out=, one thread
 //! ```
 //!
 //! Each benchmark is one call as the bindings make it: plan (shape checks,
 //! the walk) plus `Plan::execute` into a warm output buffer of exactly the
-//! result's size. `scratch` is the path of a call returning a new array
-//! (indices validated while copying), `kept` the path of `out=` (every index
-//! validated before the output is written). Benchmark ids are
+//! result's size. `while_copying` is the path of a call returning a new
+//! array (`Validation::WhileCopying`: indices validated while copying),
+//! `before_writing` the path of `out=` (`Validation::BeforeWriting`: every
+//! index validated before the output is written). Benchmark ids are
 //! `case/path/threads`, with threads 1 and `ndgather::num_threads()` (every
 //! CPU). Throughput is the output's bytes per second.
 
@@ -196,8 +197,8 @@ fn bench_cases(c: &mut Criterion) {
                 .measurement_time(Duration::from_secs(1));
         }
         for (label, validation) in [
-            ("scratch", Validation::WhileCopying),
-            ("kept", Validation::BeforeWriting),
+            ("while_copying", Validation::WhileCopying),
+            ("before_writing", Validation::BeforeWriting),
         ] {
             for &threads in &thread_counts {
                 let id = BenchmarkId::new(label, format!("{threads}t"));
