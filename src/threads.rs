@@ -44,14 +44,19 @@ pub fn set_num_threads(n: i64) -> Result<()> {
 
 /// The number of worker threads large calls use.
 pub fn num_threads() -> usize {
-    // available_parallelism reads cgroup files on every call: ask once.
-    static CPUS: OnceLock<usize> = OnceLock::new();
     match REQUESTED.load(Ordering::Relaxed) {
-        0 => *CPUS.get_or_init(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
-        }),
+        0 => cpus(),
         n => n,
     }
+}
+
+/// The CPUs this process may use, at most [`MAX_THREADS`].
+fn cpus() -> usize {
+    // available_parallelism reads cgroup files on every call: ask once.
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+    })
 }
 
 fn lock_workers() -> MutexGuard<'static, WorkerSlot> {
@@ -154,7 +159,7 @@ mod fork_guard {
 /// forked at any moment never waits on something only a thread it lacks
 /// would finish. Once per process, before any other thread may use the pool.
 pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
-    num_threads();
+    cpus();
     #[cfg(unix)]
     fork_guard::install()?;
     Ok(())
