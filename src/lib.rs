@@ -39,3 +39,18 @@ pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Plan};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
+
+/// Makes ndgather safe to use in a process that forks while other threads
+/// run: registers the fork handlers of the worker pool (`threads`) and of
+/// the result buffers (`pool`), and fills the core's one-time cells, so
+/// that a child forked at any moment never waits on a lock or a cell that
+/// only a thread it does not have would release. A child also drops the
+/// pooled result buffers it inherited.
+///
+/// Call it once, before any other thread may use ndgather; calling it
+/// again does nothing. The Python module calls it when it is imported.
+/// Fails only if the handlers cannot be registered (out of memory).
+pub fn install_fork_handlers() -> std::io::Result<()> {
+    threads::install_fork_handlers()?;
+    pool::install_fork_handlers()
+}

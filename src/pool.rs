@@ -12,7 +12,9 @@
 //!   [`set_limit`] sets (default [`DEFAULT_POOL_BYTES`]; 0 turns pooling off);
 //! - a buffer nobody reused for [`IDLE_RELEASE`] is returned to the system
 //!   by a small thread that runs only while the pool holds something;
-//! - [`release`] returns everything at once.
+//! - [`release`] returns everything at once;
+//! - a child process drops what it inherited from its parent as it is
+//!   forked (see [`fork_guard`]).
 //!
 //! Buffers are mapped straight from the kernel (`mmap`) so that freeing one
 //! really gives its memory back: the C allocator would keep buffers of a few
@@ -92,15 +94,14 @@ impl Drop for Buffer {
 }
 
 /// The free buffers, oldest first, each with the time it came back.
-pub(crate) struct Pool {
+struct FreeBuffers {
     free: Vec<(Buffer, Instant)>,
     bytes: usize,
-    /// The process whose release thread is running, 0 for none (a forked
-    /// child inherits the number but not the thread).
-    releaser: u32,
+    /// Whether the release thread runs (or is being started).
+    releasing: bool,
 }
 
-impl Pool {
+impl FreeBuffers {
     /// Takes out the buffers that went over `keep` bytes (oldest first) or
     /// that waited longer than [`IDLE_RELEASE`]; the caller frees them
     /// after unlocking.
@@ -121,24 +122,18 @@ impl Pool {
     }
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool {
+/// The freed result buffers waiting for reuse.
+static RESULT_BUFFERS: Mutex<FreeBuffers> = Mutex::new(FreeBuffers {
     free: Vec::new(),
     bytes: 0,
-    releaser: 0,
+    releasing: false,
 });
 
 static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_POOL_BYTES);
 
-fn lock() -> MutexGuard<'static, Pool> {
+fn lock() -> MutexGuard<'static, FreeBuffers> {
     // Nothing panics while holding the lock; the free list is always whole.
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The pool's lock, held across a `fork` (see `threads::fork_guard`).
-pub(crate) type Held = MutexGuard<'static, Pool>;
-
-pub(crate) fn hold() -> Held {
-    lock()
+    RESULT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The most bytes of freed buffers the pool keeps.
@@ -176,8 +171,6 @@ pub(crate) fn take(len: usize) -> Option<Buffer> {
     if len < POOL_MIN_BYTES || limit() == 0 {
         return None;
     }
-    #[cfg(unix)]
-    crate::threads::fork_guard::install();
     {
         let mut pool = lock();
         // Best fit among buffers at most 25% larger than asked for.
@@ -209,27 +202,34 @@ pub(crate) fn give_back(buffer: Buffer) {
     let now = Instant::now();
     // The most recently used buffer is the likeliest to be asked for again:
     // make room for it by freeing the oldest ones.
-    let evicted = {
+    let (evicted, start) = {
         let mut pool = lock();
         let evicted = pool.evict(limit - buffer.capacity, now);
         pool.bytes += buffer.capacity;
         pool.free.push((buffer, now));
-        let pid = std::process::id();
-        if pool.releaser != pid && start_releaser() {
-            pool.releaser = pid;
-        }
-        evicted
+        let start = !pool.releasing;
+        pool.releasing = true;
+        (evicted, start)
     };
     drop(evicted); // freed outside the lock
+
+    // Started outside the lock too: a fork waits for the lock's holder, so
+    // the lock is only ever held to look at or edit the list.
+    if start {
+        start_releaser();
+    }
 }
 
-/// Starts the thread that frees idle buffers; whether it started. Without
-/// it, idle buffers are still freed by the next `give_back` or `release`.
-fn start_releaser() -> bool {
-    std::thread::Builder::new()
+/// Starts the thread that frees idle buffers. If it cannot start, idle
+/// buffers are still freed by the next `give_back` (which tries again) or
+/// `release`.
+fn start_releaser() {
+    let started = std::thread::Builder::new()
         .name("ndgather-pool".into())
-        .spawn(release_idle_buffers)
-        .is_ok()
+        .spawn(release_idle_buffers);
+    if started.is_err() {
+        lock().releasing = false;
+    }
 }
 
 /// The release thread: sleeps until the oldest buffer has idled for
@@ -246,8 +246,7 @@ fn release_idle_buffers() {
                     IDLE_RELEASE.saturating_sub(now.duration_since(*since)),
                 ),
                 None => {
-                    pool.releaser = 0;
-                    drop(pool);
+                    pool.releasing = false;
                     return;
                 }
             }
@@ -255,6 +254,93 @@ fn release_idle_buffers() {
         drop(evicted);
         std::thread::sleep(wait);
     }
+}
+
+/// Keeps `fork` from copying the [`RESULT_BUFFERS`] lock while another
+/// thread holds it, and empties the pool in the child.
+///
+/// As in `threads`: just before a fork the forking thread takes the lock,
+/// and right after it releases it, in the parent and in the child alike.
+/// The child also drops every buffer it inherited: they are the parent's
+/// pages, shared copy-on-write, so reusing one would copy each page on its
+/// first write (no faster than fresh memory) while the pages stay counted
+/// in the child's memory; and the release thread that would free them
+/// after [`IDLE_RELEASE`] is not there in the child. A pre-fork server that
+/// warmed up before forking would otherwise keep its whole pool in every
+/// worker for as long as the worker lives.
+#[cfg(unix)]
+mod fork_guard {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::MutexGuard;
+
+    use super::{lock, FreeBuffers};
+
+    thread_local! {
+        /// The lock the forking thread holds across `fork`.
+        static HELD: RefCell<Option<MutexGuard<'static, FreeBuffers>>> =
+            const { RefCell::new(None) };
+    }
+
+    extern "C" fn before_fork() {
+        let held = lock();
+        HELD.with(|h| *h.borrow_mut() = Some(held));
+    }
+
+    extern "C" fn after_fork_in_parent() {
+        drop(HELD.with(|h| h.borrow_mut().take()));
+    }
+
+    extern "C" fn after_fork_in_child() {
+        // The same thread as before the fork, with the same thread-local
+        // storage; the C library's own locks (malloc's) are usable again.
+        let inherited = HELD.with(|h| {
+            let mut held = h.borrow_mut().take()?;
+            held.bytes = 0;
+            held.releasing = false;
+            Some(std::mem::take(&mut held.free))
+        });
+        // Unmapped after unlocking, as everywhere else.
+        drop(inherited);
+    }
+
+    /// Registers the handlers, once per process (a child inherits them).
+    /// Called when the extension module is initialised, before any other
+    /// thread can make a call (see `threads::fork_guard::install`).
+    pub(super) fn install() -> std::io::Result<()> {
+        static INSTALLED: AtomicBool = AtomicBool::new(false);
+        if INSTALLED.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: the handlers are plain functions that live as long as the
+        // program. What keeps a fork from deadlocking in `before_fork`,
+        // which waits for the lock's holder while the forking thread holds
+        // the GIL (Python forks with it) and the other handlers' locks: no
+        // holder of this lock ever waits for the GIL, another of ndgather's
+        // locks, or anything else that could block for ever. It is held only
+        // to look at or edit the free list; buffers are unmapped, and the
+        // release thread started, after unlocking.
+        let rc = unsafe {
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            )
+        };
+        if rc != 0 {
+            INSTALLED.store(false, Ordering::Release);
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
+    }
+}
+
+/// Registers the pool's fork handlers (see [`fork_guard`]): once per
+/// process, before any other thread may use the pool.
+pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
+    #[cfg(unix)]
+    fork_guard::install()?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
-//! The worker pool: its size (`set_num_threads`) and a lazily built rayon
-//! pool, so that importing ndgather or making small calls never starts a
-//! thread. The pool survives `fork` whatever other threads were doing (see
-//! [`fork_guard`]).
+//! The worker threads: their number (`set_num_threads`) and a lazily built
+//! rayon pool of them, so that importing ndgather or making small calls
+//! never starts a thread. A forked child builds workers of its own, whatever
+//! other threads were doing at the fork (see [`fork_guard`]).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,12 +22,12 @@ pub const MAX_THREADS: usize = 1024;
 /// Requested thread count; 0 means "not set": use every CPU.
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
-/// The pool and the process it was built in.
-type PoolSlot = Option<(u32, Arc<ThreadPool>)>;
+/// The worker pool and the process it was built in.
+type WorkerSlot = Option<(u32, Arc<ThreadPool>)>;
 
 /// Built on first parallel use, rebuilt when the size changes or in a child
 /// process after `fork` (which copies the pool but not its threads).
-static POOL: Mutex<PoolSlot> = Mutex::new(None);
+static WORKERS: Mutex<WorkerSlot> = Mutex::new(None);
 
 /// Sets the number of worker threads, `1 <= n <= MAX_THREADS`.
 pub fn set_num_threads(n: i64) -> Result<()> {
@@ -44,28 +44,31 @@ pub fn set_num_threads(n: i64) -> Result<()> {
 
 /// The number of worker threads large calls use.
 pub fn num_threads() -> usize {
-    // available_parallelism reads cgroup files on every call: ask once.
-    static CPUS: OnceLock<usize> = OnceLock::new();
     match REQUESTED.load(Ordering::Relaxed) {
-        0 => *CPUS.get_or_init(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
-        }),
+        0 => cpus(),
         n => n,
     }
 }
 
-fn lock_pool() -> MutexGuard<'static, PoolSlot> {
+/// The CPUs this process may use, at most [`MAX_THREADS`].
+fn cpus() -> usize {
+    // available_parallelism reads cgroup files on every call: ask once.
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+    })
+}
+
+fn lock_workers() -> MutexGuard<'static, WorkerSlot> {
     // A poisoned lock only means another call panicked while swapping the
     // pool; the Option inside is still whole.
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
+    WORKERS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The pool of `threads` workers, built or rebuilt on demand; `None` if no
 /// thread could be started.
-fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
-    #[cfg(unix)]
-    fork_guard::install();
-    let mut slot = lock_pool();
+fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
+    let mut slot = lock_workers();
     let pid = std::process::id();
     match slot.take() {
         Some((owner, p)) if owner == pid && p.current_num_threads() == threads => {
@@ -87,53 +90,79 @@ fn pool(threads: usize) -> Option<Arc<ThreadPool>> {
     Some(p)
 }
 
-/// Keeps `fork` from copying a lock that another thread holds.
+/// Keeps `fork` from copying the [`WORKERS`] lock while another thread
+/// holds it.
 ///
 /// A child process gets only the thread that called `fork`: a lock that any
-/// other thread held at that moment stays held in the child forever, and
+/// other thread held at that moment stays held in the child for ever, and
 /// the child's first large call would wait on it for ever. So just before a
-/// fork, the forking thread takes the locks itself (waiting for a pool build
-/// or a buffer hand-over under way to end: microseconds), and right after it
-/// releases them, in the parent and in the child alike.
+/// fork the forking thread takes the lock itself, and right after it
+/// releases it, in the parent and in the child alike. The parent's workers
+/// are not there in the child: [`worker_pool`] sees the pool was built in
+/// another process and builds a new one.
 #[cfg(unix)]
-pub(crate) mod fork_guard {
+mod fork_guard {
     use std::cell::RefCell;
-    use std::sync::{MutexGuard, Once};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::MutexGuard;
 
-    use super::{lock_pool, PoolSlot};
-    use crate::pool;
+    use super::{lock_workers, WorkerSlot};
 
     thread_local! {
-        /// The locks the forking thread holds across `fork`.
-        static HELD: RefCell<Option<(MutexGuard<'static, PoolSlot>, pool::Held)>> =
+        /// The lock the forking thread holds across `fork`.
+        static HELD: RefCell<Option<MutexGuard<'static, WorkerSlot>>> =
             const { RefCell::new(None) };
     }
 
     extern "C" fn before_fork() {
-        // Always the pool lock first, as nowhere else takes both.
-        let held = (lock_pool(), pool::hold());
+        let held = lock_workers();
         HELD.with(|h| *h.borrow_mut() = Some(held));
     }
 
     extern "C" fn after_fork() {
-        // Dropping the guards unlocks: in the child this is the same thread
+        // Dropping the guard unlocks: in the child this is the same thread
         // (the one that forked), with the same thread-local storage.
         drop(HELD.with(|h| h.borrow_mut().take()));
     }
 
     /// Registers the handlers, once per process (a child inherits them).
-    pub(crate) fn install() {
-        static ONCE: Once = Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: the handlers are plain functions that live as long as
-            // the program; they only take and drop locks that are never held
-            // while waiting on anything else, so they cannot deadlock a fork.
-            // A failure (ENOMEM) only leaves fork as unsafe as it was.
-            unsafe {
-                libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
-            }
-        });
+    ///
+    /// Called when the extension module is initialised, before any other
+    /// thread can make a call: registering lazily, on the first parallel
+    /// call, left a child forked during the registration with a one-time
+    /// lock held for ever.
+    pub(super) fn install() -> std::io::Result<()> {
+        static INSTALLED: AtomicBool = AtomicBool::new(false);
+        if INSTALLED.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // SAFETY: the handlers are plain functions that live as long as the
+        // program. What keeps a fork from deadlocking in `before_fork`,
+        // which waits for the lock's holder while the forking thread holds
+        // the GIL (Python forks with it) and the other handlers' locks: no
+        // holder of this lock ever waits for the GIL, another of ndgather's
+        // locks, or anything else that could block for ever. It is held
+        // only to look at or swap the pool, and while rayon starts or stops
+        // its threads, which never wait for Python.
+        let rc =
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+        if rc != 0 {
+            INSTALLED.store(false, Ordering::Release);
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(())
     }
+}
+
+/// Makes the worker pool safe to use in a process that forks: registers its
+/// fork handlers and fills the one-time cell of the CPU count, so that a child
+/// forked at any moment never waits on something only a thread it lacks
+/// would finish. Once per process, before any other thread may use the pool.
+pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
+    cpus();
+    #[cfg(unix)]
+    fork_guard::install()?;
+    Ok(())
 }
 
 /// Runs `task(0) .. task(n - 1)`, each exactly once, on the calling thread
@@ -149,7 +178,11 @@ pub(crate) mod fork_guard {
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
-    let pool = if helpers > 0 { pool(threads) } else { None };
+    let pool = if helpers > 0 {
+        worker_pool(threads)
+    } else {
+        None
+    };
     let Some(pool) = pool else {
         (0..n).for_each(task);
         return;
@@ -333,8 +366,8 @@ mod tests {
     }
 
     #[test]
-    fn pool_runs_work() {
-        let pool = pool(3).expect("a pool");
+    fn worker_pool_runs_work() {
+        let pool = worker_pool(3).expect("a pool");
         assert_eq!(pool.install(rayon::current_num_threads), 3);
     }
 }

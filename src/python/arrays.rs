@@ -12,23 +12,17 @@ use pyo3::types::PyCapsule;
 
 use crate::{pool, span, ArrayView, GatherError, IndexType};
 
-fn numpy_attr<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyAny>>,
-    name: &str,
-) -> PyResult<Bound<'py, PyAny>> {
-    cell.get_or_try_init(py, || {
-        Ok::<_, PyErr>(py.import("numpy")?.getattr(name)?.unbind())
-    })
-    .map(|f| f.bind(py).clone())
+/// `numpy.asarray`, looked up once (filled at import: see `cells`).
+pub(crate) fn numpy_asarray(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    ASARRAY.import(py, "numpy", "asarray")
 }
 
 fn asarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
     if let Ok(a) = obj.cast::<PyUntypedArray>() {
         return Ok(a.clone());
     }
-    static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let a = numpy_attr(obj.py(), &ASARRAY, "asarray")?.call1((obj,))?;
+    let a = numpy_asarray(obj.py())?.call1((obj,))?;
     Ok(a.cast_into::<PyUntypedArray>()?)
 }
 

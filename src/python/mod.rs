@@ -3,6 +3,7 @@
 
 mod args;
 mod arrays;
+mod cells;
 mod errors;
 mod gateway;
 mod objects;
@@ -195,5 +196,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         crate::pool::IDLE_RELEASE.as_secs_f64(),
     )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    Ok(())
+    // Last, once the functions exist: from here on, a thread may fork at any
+    // moment and its child must find no lock held and no cell half filled.
+    crate::install_fork_handlers()?;
+    cells::fill(m)
 }
