@@ -128,10 +128,11 @@ fuzz:
 .PHONY: asan
 
 ## asan: the extension built with the nightly toolchain and -Zsanitizer=address, and the whole
-## pytest suite (stress included) run against it, in a copy of the package (.ci/asan; the
-## OpenVINO runtime's tests are skipped there: it cannot load under ASan). Fails on any ASan
-## report. Needs a nightly toolchain and GCC's libasan; says so and skips without nightly.
-## `make asan ASAN_TESTS="tests/core -x"` for a part of the suite.
-ASAN_TESTS ?= tests
+## pytest suite (stress included, then tests/core with the result pool off) run against it,
+## in a copy of the package (.ci/asan; the OpenVINO runtime's tests are skipped there: it
+## cannot load under ASan). Fails on any ASan report. Needs a nightly toolchain and GCC's
+## libasan; says so and skips without nightly.
+## `make asan ASAN_TESTS="tests/core -x"` runs those pytest arguments instead.
+ASAN_TESTS ?=
 asan:
 	PYTHON=$(PYTHON) .ci/asan $(ASAN_TESTS)
