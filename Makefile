@@ -24,7 +24,7 @@ dev:
 
 ## check: the checks of .ci/run that need no release build and no nightly toolchain, in the
 ## same order. It leaves out what .ci/run does besides: the install (`pip install` into .venv),
-## `make wheel`, `make wheel-test` and `make fuzz` (20 s a target). `.ci/check_doc_refs.py`
+## `make wheel`, `make wheel-test`, `make fuzz` (20 s a target) and `make asan`. `.ci/check_doc_refs.py`
 ## (run by `make lint`) fails when this list and .ci/run disagree.
 check: lint test-rust test bench-quick
 
@@ -152,3 +152,15 @@ wheel-test:
 ## cargo-fuzz if missing. `make fuzz FUZZ_SECONDS=30` for a quick pass.
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
+
+.PHONY: asan
+
+## asan: the extension built with the nightly toolchain and -Zsanitizer=address, and the whole
+## pytest suite (stress included, then tests/core with the result pool off) run against it,
+## in a copy of the package (.ci/asan; the OpenVINO runtime's tests are skipped there: it
+## cannot load under ASan). Fails on any ASan report. Needs a nightly toolchain and GCC's
+## libasan; says so and skips without nightly.
+## `make asan ASAN_TESTS="tests/core -x"` runs those pytest arguments instead.
+ASAN_TESTS ?=
+asan:
+	PYTHON=$(PYTHON) .ci/asan $(ASAN_TESTS)

@@ -1,5 +1,5 @@
-"""What several test folders share: running code in a fresh interpreter, and the memory
-helpers of the result-pool tests."""
+"""What several test folders share: running code in a fresh interpreter, the memory helpers
+of the result-pool tests, and whether the suite runs under AddressSanitizer."""
 
 from __future__ import annotations
 
@@ -11,6 +11,12 @@ import textwrap
 
 import ndgather
 import numpy as np
+
+# Set by .ci/asan (`make asan`): the extension is the sanitized build and libasan is preloaded.
+# There, the OpenVINO runtime cannot load (conftest.py skips the `openvino_runtime` tests) and
+# the RSS says little about ndgather: ASan keeps freed blocks in a quarantine of up to 256 MiB
+# and unmaps large ones when they leave it, so the RSS moves by more than the pool's buffers.
+UNDER_ASAN = os.environ.get("NDGATHER_TEST_UNDER_ASAN") == "1"
 
 # Put before the code of `run_child`: `kind(f)` is the name of the exception `f()` raises,
 # or "no error".

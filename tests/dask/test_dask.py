@@ -374,7 +374,7 @@ def cluster_client() -> Iterator[Any]:
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",  # any free port: 8787 may be taken by another run
         memory_limit="1GiB",
     )
     client = distributed.Client(cluster, set_as_default=False)

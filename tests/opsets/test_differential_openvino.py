@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("openvino")
+pytestmark = pytest.mark.openvino_runtime
 
 import ndgather.openvino as nov  # noqa: E402
 from reference import gather_nd_loop  # noqa: E402

@@ -224,6 +224,7 @@ def test_onnx_gather_examples_on_onnxruntime(name, data, indices, axis, expected
 @pytest.mark.parametrize(
     "name,data,indices,b,expected,shape", OPENVINO_GATHERND8_EXAMPLES, ids=OV_ND_IDS
 )
+@pytest.mark.openvino_runtime
 def test_openvino_gather_nd_examples_on_openvino(name, data, indices, b, expected, shape) -> None:
     pytest.importorskip("openvino")
     from runtimes import run_openvino
@@ -238,6 +239,7 @@ def test_openvino_gather_nd_examples_on_openvino(name, data, indices, b, expecte
 
 
 @pytest.mark.parametrize("dshape,ishape,b,oshape", OPENVINO_GATHERND8_XML)
+@pytest.mark.openvino_runtime
 def test_openvino_gather_nd_xml_examples_on_openvino(dshape, ishape, b, oshape) -> None:
     pytest.importorskip("openvino")
     from runtimes import run_openvino
@@ -256,6 +258,7 @@ def test_openvino_gather_nd_xml_examples_on_openvino(dshape, ishape, b, oshape) 
 @pytest.mark.parametrize(
     "name,data,indices,axis,b,expected,shape", OPENVINO_GATHER7_EXAMPLES, ids=OV_G_IDS
 )
+@pytest.mark.openvino_runtime
 def test_openvino_gather_examples_on_openvino(
     name, data, indices, axis, b, expected, shape
 ) -> None:
@@ -269,6 +272,7 @@ def test_openvino_gather_examples_on_openvino(
         assert_same(run_openvino(op, d, i, axis=axis, batch_dims=b), want)
 
 
+@pytest.mark.openvino_runtime
 def test_openvino_gather_xml_example_on_openvino() -> None:
     pytest.importorskip("openvino")
     from runtimes import run_openvino

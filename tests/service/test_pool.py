@@ -8,7 +8,7 @@ import os
 import ndgather
 import numpy as np
 import pytest
-from helpers import make_and_free_large_results, rss_bytes
+from helpers import UNDER_ASAN, make_and_free_large_results, rss_bytes
 
 
 def _large_case() -> tuple[np.ndarray, np.ndarray]:
@@ -63,10 +63,12 @@ def test_release_pool_returns_the_memory_to_the_system() -> None:
     make_and_free_large_results(4, 4096)  # 32 MiB, then smaller
     held = ndgather.pool_bytes()
     assert held >= 32 << 20
-    assert rss_bytes() - baseline >= held * 0.9  # the pool's pages are resident
+    if not UNDER_ASAN:  # there, the RSS measures ASan's allocator (see helpers.UNDER_ASAN)
+        assert rss_bytes() - baseline >= held * 0.9  # the pool's pages are resident
     assert ndgather.release_pool() == held
     assert ndgather.pool_bytes() == 0
-    assert rss_bytes() - baseline < 8 << 20
+    if not UNDER_ASAN:
+        assert rss_bytes() - baseline < 8 << 20
 
 
 def test_the_pool_limit_bounds_what_is_kept() -> None:
