@@ -78,9 +78,12 @@ pub(crate) fn gather<'py>(
     Ok(out.clone())
 }
 
-/// Below this much work, releasing and retaking the GIL costs more than
-/// the copy itself.
-const DETACH_MIN_BYTES: usize = 16 * 1024;
+/// Below this much work (a few microseconds), the GIL stays held: releasing
+/// and retaking it costs about as much as the copy, and a service's other
+/// threads gain nothing from a gap that short (Python switches threads
+/// every 5 ms) while, under contention, retaking it can queue the call
+/// behind them.
+const DETACH_MIN_BYTES: usize = 64 * 1024;
 
 /// Runs a copy with the GIL released, so other Python threads go on,
 /// unless the call is too small for that to matter.
