@@ -11,12 +11,13 @@ PEERS_JSON = bench-results/compare.json
 PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
 DASK_JSON = bench-results/dask.json
+SERVICE_JSON = bench-results/service.json
 
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
 .PHONY: dev check lint test test-rust stress bench-quick
-.PHONY: bench bench-doc bench-peers bench-access bench-dask fuzz
+.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -56,6 +57,7 @@ bench-quick:
 	$(PYTHON) benches/compare.py --peers numpy --quick
 	$(PYTHON) benches/access_pattern.py --quick
 	$(PYTHON) benches/dask_gather.py --quick
+	$(PYTHON) benches/service.py --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
@@ -88,6 +90,13 @@ bench-access:
 ## docs/performance.md
 bench-dask:
 	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --doc docs/performance.md
+
+## bench-service: per-request batches (1 to 4096 random ids) from tables far larger than the
+## caches, ndgather against NumPy, PyTorch, JAX and numba (those installed) and the measured
+## limits (benches/floor/, built with cargo), one thread and all threads, medians and p50/p99;
+## the table goes into docs/performance.md
+bench-service:
+	$(PYTHON) benches/service.py --json $(SERVICE_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

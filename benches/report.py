@@ -225,8 +225,33 @@ FAMILY_NAMES = {
     "onnxruntime": "onnxruntime",
     "openvino": "OpenVINO",
     "tensorflow": "TensorFlow",
+    "torch": "PyTorch",
+    "jax": "JAX",
+    "numba": "numba",
 }
 LIMITS = ("copy", "copy 2 threads", "alloc+copy")
+#: The floors of benches/floor.py, and the limit no gather can beat: the larger of the two.
+READ_FLOOR, WRITE_FLOOR = "read floor", "write floor"
+#: ndgather's out= form with mode="clip" (no check), for the cost of mode="raise".
+CLIP = "ndgather out= clip"
+
+
+def limit(record: Mapping[str, Any]) -> float | None:
+    """The larger of the read and write floors of a case, or ``None`` when either is missing."""
+    times = [median(record, n) for n in (READ_FLOOR, WRITE_FLOOR)]
+    return None if None in times else max(t for t in times if t is not None)
+
+
+def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
+    """Gathers (candidates of ``families``) faster than the read floor: there it is no floor."""
+    floor = median(record, READ_FLOOR)
+    if floor is None:
+        return []
+    return [
+        name
+        for name, c in record["candidates"].items()
+        if c["family"] in families and c["median_s"] < floor
+    ]
 
 
 def best_peer(record: Mapping[str, Any], peers: Sequence[str]) -> str | None:
@@ -268,6 +293,12 @@ def peer_rows(
         "out= / best peer",
         *LIMITS,
         "out= / copy 2 threads",
+        READ_FLOOR,
+        WRITE_FLOOR,
+        "limit",
+        f"{subject} / limit",
+        "out= / limit",
+        "raise / clip",
     ]
     rows: list[list[str]] = []
     notes: list[str] = []
@@ -301,6 +332,24 @@ def peer_rows(
             *(t(limit) for limit in LIMITS),
             fmt_ratio(ratio(r, f"{subject} out=", "copy 2 threads")),
         ]
+        beaten = floor_beaten(r, [subject, *peers])
+        floor_cell = t(READ_FLOOR)
+        if beaten:
+            notes.append(f"read floor on {r['name']} BROKEN: beaten by {', '.join(beaten)}")
+            floor_cell += f" [{len(notes)}]"
+        top_limit = limit(r)
+        row += [
+            floor_cell,
+            t(WRITE_FLOOR),
+            fmt_seconds(top_limit) if top_limit else "-",
+            fmt_ratio(median(r, subject) / top_limit if top_limit and subject in cands else None),
+            fmt_ratio(
+                median(r, f"{subject} out=") / top_limit
+                if top_limit and f"{subject} out=" in cands
+                else None
+            ),
+            fmt_ratio(ratio(r, f"{subject} out=", CLIP)),
+        ]
         rows.append(row)
     return header, rows, notes
 
@@ -308,7 +357,7 @@ def peer_rows(
 def peer_text(results: Mapping[str, Any]) -> str:
     header, rows, notes = peer_rows(results)
     return text_table(header, rows) + "".join(
-        f"\n[{i}] n/a: {note}" for i, note in enumerate(notes, 1)
+        f"\n[{i}] {'' if 'BROKEN' in note else 'n/a: '}{note}" for i, note in enumerate(notes, 1)
     )
 
 
