@@ -56,6 +56,7 @@ from report import (
     command,
     describe_machine,
     floor_beaten,
+    floor_statement,
     fmt_seconds,
     machine_info,
     options,
@@ -191,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         text_table(*summary_rows(records, SUBJECT, ["numpy"])) if numpy_only else peer_text(results)
     )
+    if not numpy_only:
+        print(floor_statement(records, [SUBJECT, *peer_families]))
     print(f"\npeak memory (max RSS): {peak_rss_mib:.0f} MiB")
 
     failed = [r["name"] for r in records if r["errors"]]

@@ -8,9 +8,10 @@ two kernels that do only one half of that:
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, from precomputed byte offsets (no index to check or resolve,
   nothing written), on every thread, with software prefetch some blocks ahead. The prefetch
-  distance, the unrolling and the thread count are tuned per case (:func:`tune`: every
-  combination of :data:`DISTANCES`, :data:`UNROLLS` and 1 or all threads, best of three runs,
-  the best kept): the fastest way we found to bring those lines in.
+  distance, the unrolling, the prefetch hint and the thread count are tuned per case
+  (:meth:`ReadFloor.tune`: coordinate descent over :data:`DISTANCES`, :data:`UNROLLS`,
+  :data:`HINTS` and 1 or all threads, each setting the best of three runs, until a pass
+  changes nothing): the fastest way we found to bring those lines in.
 * ``write floor``: only the writes of the output's bytes into a warm buffer, plain stores
   (``memset``) or streaming (non-temporal) ones, on 1 or every thread, whichever is fastest.
 
@@ -31,7 +32,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ FAMILY = "floor"
 READ, WRITE = "read floor", "write floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128)
 UNROLLS = (1, 2, 4, 8)
+HINTS = ("T0", "T1", "T2", "NTA")  # the prefetch's target: L1, L2, L3, non-temporal
 
 
 class Unavailable(Exception):
@@ -78,7 +80,7 @@ def library() -> ctypes.CDLL:
         raise Unavailable("cargo built no cdylib")
     lib = ctypes.CDLL(paths[0])
     size, ptr = ctypes.c_size_t, ctypes.c_void_p
-    lib.floor_read.argtypes = [ptr, ptr, size, size, size, size, size, size, size, size, size]
+    lib.floor_read.argtypes = [ptr, ptr, size, size, size, size, size, size, size, size, size, size]
     lib.floor_read.restype = ctypes.c_uint64
     lib.floor_write.argtypes = [ptr, size, size, size, ctypes.c_bool]
     lib.floor_write.restype = None
@@ -156,6 +158,13 @@ class ReadSetting:
     distance: int
     unroll: int
     threads: int
+    hint: str = "T0"
+
+    def label(self) -> str:
+        return (
+            f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
+            f"hint {self.hint}"
+        )
 
 
 class ReadFloor:
@@ -189,32 +198,57 @@ class ReadFloor:
                 setting.threads,
                 setting.distance,
                 setting.unroll,
+                HINTS.index(setting.hint),
             )
         )
 
     def tune(
-        self, threads: int, count: int, tries: int = 3, quick: bool = False
+        self,
+        threads: int,
+        count: int,
+        tries: int = 3,
+        quick: bool = False,
+        reps: int | None = None,
     ) -> tuple[ReadSetting, dict[str, float]]:
-        """The fastest setting for reading ``count`` blocks, and the time of each tried
-        (``quick``: two distances, no unrolling: checks that it runs)."""
-        settings = [
-            ReadSetting(d, u, t)
-            for t in sorted({1, threads})
-            for d in ((0, 16) if quick else DISTANCES)
-            for u in ((1,) if quick else UNROLLS)
-        ]
-        reps = max(1, int(2e5 // max(count, 1)))  # small cases: enough work to time
-        elapsed: dict[ReadSetting, list[float]] = {s: [] for s in settings}
-        for k in range(tries):  # interleaved, so that a burst of load hits every setting
-            for s in settings:
-                start = time.perf_counter()
-                self.run(s, k * count, count, reps)
-                elapsed[s].append((time.perf_counter() - start) / reps)
-        times = {
-            f"distance {s.distance}, unroll {s.unroll}, threads {s.threads}": min(e)
-            for s, e in elapsed.items()
+        """The fastest setting for reading ``count`` blocks ``reps`` times (default: enough
+        repetitions for 200,000 blocks), and the time of each tried (``quick``: two distances,
+        no unrolling: checks that it runs). Each trial starts where the last one stopped in
+        the cycle of offsets, so that with ``reps=1`` over a long cycle every trial reads
+        blocks the previous ones did not."""
+        if reps is None:
+            reps = max(1, int(2e5 // max(count, 1)))  # small cases: enough work to time
+        axes: dict[str, tuple[Any, ...]] = {
+            "threads": tuple(sorted({1, threads})),
+            "distance": (0, 16) if quick else DISTANCES,
+            "unroll": (1,) if quick else UNROLLS,
+            "hint": ("T0",) if quick else HINTS,
         }
-        best = min(settings, key=lambda s: min(elapsed[s]))
+        times: dict[str, float] = {}
+        first = 0
+
+        def trial(settings: list[ReadSetting]) -> None:
+            nonlocal first
+            todo = [s for s in settings if s.label() not in times]
+            elapsed: dict[ReadSetting, list[float]] = {s: [] for s in todo}
+            for _ in range(tries):  # interleaved, so that a burst of load hits every setting
+                for s in todo:
+                    start = time.perf_counter()
+                    self.run(s, first, count, reps)
+                    elapsed[s].append((time.perf_counter() - start) / reps)
+                    first = (first + count) % self.n
+            times.update({s.label(): min(e) for s, e in elapsed.items()})
+
+        # Coordinate descent: each knob in turn over all its values, the others held at the
+        # best so far, until a whole pass changes nothing (at most three passes).
+        best = ReadSetting(16 if 16 in axes["distance"] else 0, 1, max(axes["threads"]))
+        for _ in range(3):
+            before = best
+            for knob, values in axes.items():
+                candidates = [replace(best, **{knob: v}) for v in values]
+                trial(candidates)
+                best = min(candidates, key=lambda s: times[s.label()])
+            if best == before:
+                break
         return best, times
 
 

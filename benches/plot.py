@@ -97,7 +97,15 @@ def readme_table(results: Mapping[str, Any], one_thread: Mapping[str, Any] | Non
                 fmt_ratio(one.get(r["name"])),
             ]
         )
-    return markdown_table(["case", "ndgather", "best peer", "ratio", "ratio, 1 thread"], rows)
+    table = markdown_table(["case", "ndgather", "best peer", "ratio", "ratio, 1 thread"], rows)
+    names = ", ".join(FAMILY_NAMES.get(p, p) for p in results["peers"])
+    missing = ", ".join(FAMILY_NAMES.get(p, p) for p in results.get("missing", {}))
+    return (
+        table
+        + f"\n\nPeers in this run: {names}"
+        + (f" (not installed: {missing})" if missing else "")
+        + "."
+    )
 
 
 def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path: Path) -> None:

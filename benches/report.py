@@ -280,6 +280,25 @@ def _family_na(record: Mapping[str, Any], family: str, results: Mapping[str, Any
     return "; ".join(sorted(reasons)) or "no form for this case"
 
 
+def floor_statement(
+    records: Sequence[Mapping[str, Any]], families: Sequence[str], name: str = "name"
+) -> str:
+    """Whether the read floor held: below every gather measured, or which cases broke it."""
+    measured = [r for r in records if not r["errors"] and median(r, READ_FLOOR) is not None]
+    broken = [r[name] for r in measured if floor_beaten(r, families)]
+    if not measured:
+        return "No read floor measured."
+    if broken:
+        return (
+            f"The read floor is BROKEN (a gather beat it) in {len(broken)} of {len(measured)} "
+            f"cases: {', '.join(broken)}."
+        )
+    return (
+        f"The read floor is below every gather measured in all {len(measured)} cases: it is a "
+        "floor."
+    )
+
+
 def peer_rows(
     results: Mapping[str, Any], describe: bool = False, markdown: bool = False
 ) -> tuple[list[str], list[list[str]], list[str]]:
@@ -387,6 +406,8 @@ def peer_markdown(
         parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
+        if any(median(r, READ_FLOOR) for r in run["cases"] if not r["errors"]):
+            parts.append(floor_statement(run["cases"], [run["subject"], *run["peers"]]))
     m = results["machine"]
     parts.append(f"Machine: {describe_machine(m)}.")
     if results.get("missing"):

@@ -26,11 +26,14 @@ evicted by the rest, as a service's next request does not find the last one's ro
 cache. The batches are views of one array, read in order (their memory streams).
 
 Timing: every round times every candidate once, in rotating order (``timing.py``), each
-sample a run of consecutive calls of at least ``--min-sample-time``; the median per call is
-reported, and ratios to the fastest peer. Then every candidate's calls are timed one by one
-(``--latency-calls`` per round, interleaved the same way) for the percentiles a service
-operator watches (p50, p99; each includes one ``perf_counter_ns`` pair, ~50 ns). All
-candidates are checked equal to ``table.take`` on the first batches before timing.
+sample a run of consecutive calls of at least ``--min-sample-time`` after a 2 ms pause and
+one untimed call (the pause lets the OpenMP threads of numba and PyTorch stop spinning; the
+call wakes the candidate's own); the median per call is reported, and ratios to the fastest
+peer. Then every candidate's calls are timed one by one (``--latency-calls`` per round, or as
+many as take about 20 ms when that is fewer, at least 10; interleaved the same way) for the
+percentiles a service operator watches (p50, p99; each includes one ``perf_counter_ns`` pair,
+~50 ns). All candidates are checked equal to ``table.take`` on the first batches before
+timing.
 
     python benches/service.py                      # full run
     python benches/service.py --quick              # tiny tables, 3 rounds (CI: runs, agrees)
@@ -58,6 +61,7 @@ import numpy as np
 from report import (
     command,
     describe_machine,
+    floor_statement,
     fmt_ratio,
     fmt_seconds,
     machine_info,
@@ -343,11 +347,16 @@ def run_case(
     for c in cands:
         timers[c.name] = CycleTimer(c.stmt, c.names, itertools.cycle(batches))
         families[c.name] = c.family
+    phase = time.perf_counter()
     why = floor.available()
     if why is None:
         offsets = flat.astype(np.uint64) * np.uint64(row_bytes)
         reader = floor.ReadFloor(table, offsets, row_bytes)
-        setting, tried = reader.tune(case.threads, min(offsets.size, 1 << 16), quick=quick)
+        # Cold reads, as in the timing: one pass over 16 batches' worth of ids (at least
+        # 16,384) a trial, never the same rows twice in a row.
+        setting, tried = reader.tune(
+            case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
+        )
         pos = [0]
 
         def read(number: int) -> object:
@@ -363,6 +372,8 @@ def run_case(
     else:
         record["floor_unavailable"] = why
 
+    record["phases_s"] = {"floor tuning": time.perf_counter() - phase}
+    phase = time.perf_counter()
     names = list(timers)
     per_sample = {}
     for n in names:
@@ -375,6 +386,14 @@ def run_case(
             time.sleep(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
             timers[n].timeit(1)
             samples[n].append(timers[n].timeit(per_sample[n]) / per_sample[n])
+    record["phases_s"]["rounds"] = time.perf_counter() - phase
+    phase = time.perf_counter()
+    # Calls timed one by one per candidate and round: --latency-calls, or fewer for slow
+    # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
+    lat_n = {
+        c.name: max(10, min(latency_calls, int(0.02 / statistics.median(samples[c.name]))))
+        for c in cands
+    }
     lat: dict[str, list[int]] = {c.name: [] for c in cands}
     lat_cycles = {c.name: itertools.cycle(batches) for c in cands}
     for r in range(rounds):
@@ -382,7 +401,8 @@ def run_case(
         for c in cands[shift:] + cands[:shift]:
             time.sleep(SETTLE_S)
             c.latencies(lat_cycles[c.name], 1)  # untimed: wakes the candidate's threads
-            lat[c.name] += c.latencies(lat_cycles[c.name], latency_calls)
+            lat[c.name] += c.latencies(lat_cycles[c.name], lat_n[c.name])
+    record["phases_s"]["latencies"] = time.perf_counter() - phase
     for n in names:
         entry: dict[str, Any] = {
             "family": families[n],
@@ -484,6 +504,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if notes:
         parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
+    peers = [p for p in PEERS if p not in results["missing"]]
+    parts.append(floor_statement(results["cases"], [SUBJECT, *peers]))
     if results["missing"]:
         parts.append(
             "Not measured: " + "; ".join(f"{k}: {v}" for k, v in results["missing"].items()) + "."
@@ -582,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text_table(header, table_rows))
     for i, note in enumerate(notes, 1):
         print(f"[{i}] {note}")
+    print(floor_statement(records, [SUBJECT, *(p for p in PEERS if p not in missing)]))
     save(results, args.json)
     if args.doc:
         update_doc(args.doc, markdown(results), "service table")

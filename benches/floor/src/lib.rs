@@ -42,17 +42,18 @@ unsafe fn touch(p: *const u8, len: usize) -> u64 {
     acc
 }
 
-/// Hints the first lines of `[p, p + len)` into the cache; no architectural effect.
+/// Hints the first lines of `[p, p + len)` into the cache (`H`: `_MM_HINT_T0`, `T1`, `T2` or
+/// `NTA`, which caches and miss buffers the line goes through); no architectural effect.
 #[inline(always)]
-fn prefetch(p: *const u8, len: usize) {
+fn prefetch<const H: i32>(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use std::arch::x86_64::_mm_prefetch;
         let lines = len.div_ceil(LINE).min(PREFETCH_LINES);
         for l in 0..lines {
             // SAFETY: a prefetch never faults, whatever the address (it is only a hint);
             // wrapping_add keeps the pointer arithmetic itself defined.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(l * LINE).cast()) };
+            unsafe { _mm_prefetch::<H>(p.wrapping_add(l * LINE).cast()) };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -67,7 +68,7 @@ fn prefetch(p: *const u8, len: usize) {
 /// # Safety
 /// Every `data + offsets[i] .. + block` lies in one live allocation; `n > 0`;
 /// `n + distance <= offsets.len()`.
-unsafe fn read_range<const U: usize>(
+unsafe fn read_range<const U: usize, const H: i32>(
     data: *const u8,
     offsets: &[u64],
     n: usize,
@@ -90,7 +91,7 @@ unsafe fn read_range<const U: usize>(
         for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
             for u in 0..U {
                 if distance > 0 {
-                    prefetch(at(a[u]), block);
+                    prefetch::<H>(at(a[u]), block);
                 }
                 // SAFETY: every offset's block is inside data (the caller's contract).
                 acc = acc.wrapping_add(unsafe { touch(at(c[u]), block) });
@@ -143,11 +144,54 @@ fn split(
     })
 }
 
+/// [`read_range`] with the unrolling and prefetch hint given at run time.
+///
+/// # Safety
+/// As [`read_range`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn read_with(
+    unroll: usize,
+    hint: usize,
+    data: *const u8,
+    offsets: &[u64],
+    n: usize,
+    block: usize,
+    first: usize,
+    len: usize,
+    distance: usize,
+) -> u64 {
+    // The values of x86-64's _MM_HINT_*, spelled out so that other targets build too.
+    const T0: i32 = 3;
+    const T1: i32 = 2;
+    const T2: i32 = 1;
+    const NTA: i32 = 0;
+    macro_rules! go {
+        ($u:literal) => {
+            // SAFETY: the caller's contract, passed on.
+            unsafe {
+                match hint {
+                    1 => read_range::<$u, T1>(data, offsets, n, block, first, len, distance),
+                    2 => read_range::<$u, T2>(data, offsets, n, block, first, len, distance),
+                    3 => read_range::<$u, NTA>(data, offsets, n, block, first, len, distance),
+                    _ => read_range::<$u, T0>(data, offsets, n, block, first, len, distance),
+                }
+            }
+        };
+    }
+    match unroll {
+        2 => go!(2),
+        4 => go!(4),
+        8 => go!(8),
+        _ => go!(1),
+    }
+}
+
 /// Reads `count` blocks of `block` bytes at `data + offsets[(start + i) % n]`, then the same
 /// again, `reps` times in all, on `threads` threads; returns the sum of the bytes loaded (one
 /// per cache line), so that nothing is optimised away. `offsets` has `padded >= n` entries,
 /// the `n` offsets then the first ones again; `distance` is capped at `padded - n`. `unroll`
-/// is 1, 2, 4 or 8 (others: 1).
+/// is 1, 2, 4 or 8 (others: 1); `hint` 0 to 3: prefetch to L1 (T0), L2 (T1), L3 (T2) or
+/// non-temporal (NTA).
 ///
 /// # Safety
 /// `data` points to readable bytes and `offsets` to `padded` offsets, each with `data +
@@ -165,6 +209,7 @@ pub unsafe extern "C" fn floor_read(
     threads: usize,
     distance: usize,
     unroll: usize,
+    hint: usize,
 ) -> u64 {
     if n == 0 || padded < n || data.is_null() || offsets.is_null() {
         return 0;
@@ -178,14 +223,7 @@ pub unsafe extern "C" fn floor_read(
         let data = data as *const u8;
         let first = start + first;
         // SAFETY: the caller's contract (every block inside data).
-        unsafe {
-            match unroll {
-                2 => read_range::<2>(data, offsets, n, block, first, len, distance),
-                4 => read_range::<4>(data, offsets, n, block, first, len, distance),
-                8 => read_range::<8>(data, offsets, n, block, first, len, distance),
-                _ => read_range::<1>(data, offsets, n, block, first, len, distance),
-            }
-        }
+        unsafe { read_with(unroll, hint, data, offsets, n, block, first, len, distance) }
     })
 }
 
