@@ -1,6 +1,9 @@
 """Timing calls that each take the next batch of a cycle of ids (``service.py``).
 
-:class:`CycleTimer` is a ``timeit.Timer`` whose loop hands each call the next batch;
+:class:`Cycle` is the batches of one case, shared by every candidate: whoever calls takes the
+next batch, so no candidate reads the rows another has just read (they come back only after
+the whole cycle). :class:`CycleTimer` is a ``timeit.Timer`` whose loop hands each call the
+next batch;
 :class:`Candidate` is one way to gather a batch, written as a statement, which it can run once
 (for the output check), time in a cycle, or time call by call (:meth:`Candidate.latencies`);
 :class:`FloorCandidate` times a native floor that does ``number`` batches in one call.
@@ -19,6 +22,33 @@ import floor
 import numpy as np
 
 
+class Cycle:
+    """The batches of a case, taken in turn by every candidate; ``position`` counts them."""
+
+    def __init__(self, batches: list[np.ndarray]) -> None:
+        self.batches = batches
+        self.position = 0
+
+    def take(self, n: int) -> Iterator[np.ndarray]:
+        """The next ``n`` batches: slices of the list (a pointer copy each, then a plain list
+        iteration: nothing per call that a statement would notice)."""
+        size, start = len(self.batches), self.position % len(self.batches)
+        self.position += n
+        if start + n <= size:
+            return iter(self.batches[start : start + n])
+        parts = [self.batches[start:]]
+        n -= size - start
+        parts += [self.batches] * (n // size) + [self.batches[: n % size]]
+        return itertools.chain.from_iterable(parts)
+
+    def skip(self, n: int) -> int:
+        """Pass over the next ``n`` batches (a floor reads them natively); returns the first's
+        place in the cycle."""
+        first = self.position % len(self.batches)
+        self.position += n
+        return first
+
+
 class CycleTimer(timeit.Timer):
     """A ``timeit.Timer`` whose loop variable is the next batch of ids: ``timeit(number)``
     runs the statement on the next ``number`` batches of a shared cycle.
@@ -27,12 +57,12 @@ class CycleTimer(timeit.Timer):
     ``itertools.repeat(None, number)`` as ``_it``; passing a slice of the cycle instead gives
     the statement its batch in ``_i`` at no cost per call beyond the loop itself."""
 
-    def __init__(self, stmt: str, names: dict[str, Any], cycle: Iterator[np.ndarray]) -> None:
+    def __init__(self, stmt: str, names: dict[str, Any], cycle: Cycle) -> None:
         super().__init__(stmt, globals=names)
         self.cycle = cycle
 
     def timeit(self, number: int = 1) -> float:
-        return float(self.inner(itertools.islice(self.cycle, number), self.timer))  # type: ignore[attr-defined]
+        return float(self.inner(self.cycle.take(number), self.timer))  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -50,7 +80,7 @@ class Candidate:
         value = eval(self.stmt, names)  # noqa: S307 - our own statements
         return np.asarray(eval(self.result, names) if self.result else value)  # noqa: S307
 
-    def latencies(self, cycle: Iterator[np.ndarray], n: int) -> list[int]:
+    def latencies(self, cycle: Cycle, n: int) -> list[int]:
         """Nanoseconds of each of ``n`` calls on the next batches, timed one by one."""
         src = (
             "def _lat(_it, _pc):\n"
@@ -64,7 +94,7 @@ class Candidate:
         )
         names = dict(self.names)
         exec(src, names)  # noqa: S102 - our own statements
-        out: list[int] = names["_lat"](itertools.islice(cycle, n), time.perf_counter_ns)
+        out: list[int] = names["_lat"](cycle.take(n), time.perf_counter_ns)
         return out
 
 

@@ -17,13 +17,15 @@ given the ids as a NumPy array (what a request parser hands over):
 * the floors of ``floor.py``: ``read floor`` (only the reads of the same rows, tuned) and
   ``write floor`` (only the writes of the output); their larger is the limit.
 
-**Fresh ids.** Each case draws a cycle of batches up front; every call takes the next batch
-of the cycle and a timed sample continues where the last one stopped, so a batch comes back
-only after the whole cycle, whose rows total at least ``TOUCH_LLC`` (4) times the last-level
-cache (32 MiB here: 128 MiB, i.e. 262,144 rows of 512 bytes or 1,048,576 of 128 bytes, so
-262,144 batches of 1 id, 64 batches of 4096): when a batch comes back its rows have been
-evicted by the rest, as a service's next request does not find the last one's rows in the
-cache. The batches are views of one array, read in order (their memory streams).
+**Fresh ids.** Each case draws a cycle of batches up front, shared by all candidates; every
+call, whichever candidate makes it, takes the next batch of the cycle (a timed sample
+continues where the last one, of any candidate, stopped; the floors skip the batches they
+read), so a batch comes back only after the whole cycle, whose rows total at least
+``TOUCH_LLC`` (4) times the last-level cache (32 MiB here: 128 MiB, i.e. 262,144 rows of 512
+bytes or 1,048,576 of 128 bytes, so 262,144 batches of 1 id, 64 batches of 4096): when a
+batch comes back its rows have been evicted by the rest, as a service's next request does not
+find the last one's rows in the cache. The batches are views of one array, taken in order
+(their memory streams).
 
 Timing: every round times every candidate once, in rotating order (``timing.py``), each
 sample a run of consecutive calls of at least ``--min-sample-time`` after a 2 ms pause and
@@ -44,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import itertools
 import os
 import statistics
 import sys
@@ -57,7 +58,7 @@ from typing import Any
 import floor
 import ndgather
 import numpy as np
-from cycle import Candidate, CycleTimer, FloorCandidate
+from cycle import Candidate, Cycle, CycleTimer, FloorCandidate
 from report import (
     command,
     describe_machine,
@@ -269,10 +270,11 @@ def run_case(
     if record["errors"]:
         return record
 
+    cycle = Cycle(batches)  # one for all: see cycle.Cycle
     timers: dict[str, Any] = {}
     families: dict[str, str] = {}
     for c in cands:
-        timers[c.name] = CycleTimer(c.stmt, c.names, itertools.cycle(batches))
+        timers[c.name] = CycleTimer(c.stmt, c.names, cycle)
         families[c.name] = c.family
     phase = time.perf_counter()
     why = floor.available()
@@ -284,12 +286,10 @@ def run_case(
         setting, tried = reader.tune(
             case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
         )
-        pos = [0]
 
         def read(number: int) -> object:
-            start = pos[0]
-            pos[0] = (start + number * case.batch) % offsets.size
-            return reader.run(setting, start, number * case.batch, 1)
+            first = cycle.skip(number)  # the batches the gathers would have taken next
+            return reader.run(setting, first * case.batch, number * case.batch, 1)
 
         writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
         timers[floor.READ] = FloorCandidate(floor.READ, read).timer()
@@ -322,13 +322,12 @@ def run_case(
         for c in cands
     }
     lat: dict[str, list[int]] = {c.name: [] for c in cands}
-    lat_cycles = {c.name: itertools.cycle(batches) for c in cands}
     for r in range(rounds):
         shift = r % len(cands)
         for c in cands[shift:] + cands[:shift]:
             time.sleep(SETTLE_S)
-            c.latencies(lat_cycles[c.name], 1)  # untimed: wakes the candidate's threads
-            lat[c.name] += c.latencies(lat_cycles[c.name], lat_n[c.name])
+            c.latencies(cycle, 1)  # untimed: wakes the candidate's threads
+            lat[c.name] += c.latencies(cycle, lat_n[c.name])
     record["phases_s"]["latencies"] = time.perf_counter() - phase
     for n in names:
         entry: dict[str, Any] = {
