@@ -15,7 +15,8 @@ two kernels that do only one half of that:
 * ``write floor``: only the writes of the output's bytes into a warm buffer, plain stores
   (``memset``) or streaming (non-temporal) ones, on 1 or every thread, whichever is fastest.
 
-No gather can beat the larger of the two (it must do both), so that is the ``limit``; a gather
+No gather can beat the larger of the two (it must do both), so that is the ``limit``
+(the tables take each floor's fastest sample, the gathers' medians: ``report.floor_time``); a gather
 faster than the read floor means the floor is not one (the tables flag it). Both kernels
 repeat their work inside one native call, so the time per repetition has no cost of calling
 from Python in it.

@@ -236,15 +236,23 @@ READ_FLOOR, WRITE_FLOOR = "read floor", "write floor"
 CLIP = "ndgather out= clip"
 
 
+def floor_time(record: Mapping[str, Any], name: str) -> float | None:
+    """A floor's time in a case: its fastest sample, not its median. A floor is what the
+    machine can be shown to do; on a loaded machine its median carries the load (the gathers
+    are reported, and judged against it, by their medians)."""
+    cand = record["candidates"].get(name)
+    return None if cand is None else float(cand["min_s"])
+
+
 def limit(record: Mapping[str, Any]) -> float | None:
     """The larger of the read and write floors of a case, or ``None`` when either is missing."""
-    times = [median(record, n) for n in (READ_FLOOR, WRITE_FLOOR)]
+    times = [floor_time(record, n) for n in (READ_FLOOR, WRITE_FLOOR)]
     return None if None in times else max(t for t in times if t is not None)
 
 
 def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
     """Gathers (candidates of ``families``) faster than the read floor: there it is no floor."""
-    floor = median(record, READ_FLOOR)
+    floor = floor_time(record, READ_FLOOR)
     if floor is None:
         return []
     return [
@@ -284,7 +292,7 @@ def floor_statement(
     records: Sequence[Mapping[str, Any]], families: Sequence[str], name: str = "name"
 ) -> str:
     """Whether the read floor held: below every gather measured, or which cases broke it."""
-    measured = [r for r in records if not r["errors"] and median(r, READ_FLOOR) is not None]
+    measured = [r for r in records if not r["errors"] and floor_time(r, READ_FLOOR) is not None]
     broken = [r[name] for r in measured if floor_beaten(r, families)]
     if not measured:
         return "No read floor measured."
@@ -352,14 +360,15 @@ def peer_rows(
             fmt_ratio(ratio(r, f"{subject} out=", "copy 2 threads")),
         ]
         beaten = floor_beaten(r, [subject, *peers])
-        floor_cell = t(READ_FLOOR)
+        floors = {n: floor_time(r, n) for n in (READ_FLOOR, WRITE_FLOOR)}
+        floor_cell = fmt_seconds(floors[READ_FLOOR]) if floors[READ_FLOOR] else "-"
         if beaten:
             notes.append(f"read floor on {r['name']} BROKEN: beaten by {', '.join(beaten)}")
             floor_cell += f" [{len(notes)}]"
         top_limit = limit(r)
         row += [
             floor_cell,
-            t(WRITE_FLOOR),
+            fmt_seconds(floors[WRITE_FLOOR]) if floors[WRITE_FLOOR] else "-",
             fmt_seconds(top_limit) if top_limit else "-",
             fmt_ratio(median(r, subject) / top_limit if top_limit and subject in cands else None),
             fmt_ratio(
@@ -406,7 +415,7 @@ def peer_markdown(
         parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
-        if any(median(r, READ_FLOOR) for r in run["cases"] if not r["errors"]):
+        if any(floor_time(r, READ_FLOOR) for r in run["cases"] if not r["errors"]):
             parts.append(floor_statement(run["cases"], [run["subject"], *run["peers"]]))
     m = results["machine"]
     parts.append(f"Machine: {describe_machine(m)}.")

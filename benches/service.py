@@ -62,7 +62,9 @@ from cycle import Candidate, Cycle, CycleTimer, FloorCandidate
 from report import (
     command,
     describe_machine,
+    floor_beaten,
     floor_statement,
+    floor_time,
     fmt_ratio,
     fmt_seconds,
     machine_info,
@@ -71,6 +73,7 @@ from report import (
     text_table,
     update_doc,
 )
+from report import limit as report_limit
 from timing import calls_per_sample
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
@@ -391,16 +394,10 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
             cell = t(best) + (f" {form}" if form else "")
             line.append(f"**{cell}**" if best == top and results.get("markdown") else cell)
         top_s = cands[top]["median_s"] if top else None
-        floors = [cands.get(n, {}).get("median_s") for n in (floor.READ, floor.WRITE)]
-        limit = max(floors) if None not in floors else None  # type: ignore[type-var]
-        read_cell = t(floor.READ)
-        beaten = [
-            n
-            for n, c in cands.items()
-            if c["family"] in (SUBJECT, *peers)
-            and floors[0] is not None
-            and c["median_s"] < floors[0]
-        ]
+        floors = [floor_time(r, n) for n in (floor.READ, floor.WRITE)]
+        limit = report_limit(r)
+        beaten = floor_beaten(r, [SUBJECT, *peers])
+        read_cell = fmt_seconds(floors[0]) if floors[0] else "-"
         if beaten:
             notes.append(f"read floor of {r['name']} BROKEN: beaten by {', '.join(beaten)}")
             read_cell += f" [{len(notes)}]"
@@ -410,7 +407,7 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
             f"{t(SUBJECT, 'p50_s')} / {t(SUBJECT, 'p99_s')}",
             f"{t(top, 'p50_s')} / {t(top, 'p99_s')}",
             read_cell,
-            t(floor.WRITE),
+            fmt_seconds(floors[1]) if floors[1] else "-",
             over(SUBJECT, limit),
             over(f"{SUBJECT} out=", limit),
         ]
