@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(case_detail(record, "peer", best=top), flush=True)
         beaten = [] if record["errors"] else floor_beaten(record, [SUBJECT, *peer_families])
         if beaten:
-            print(f"  warning: the read floor is beaten by {', '.join(beaten)}", flush=True)
+            print(f"  warning: the limit (floors) is beaten by {', '.join(beaten)}", flush=True)
         print(f"  ({record['wall_s']:.1f} s)\n", flush=True)
 
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

@@ -272,7 +272,10 @@ def write_floor_call(nbytes: int, threads: int, tries: int = 3) -> tuple[Call, d
     dst = np.ones(nbytes, dtype=np.uint8)  # written once: warm pages
     address = dst.ctypes.data
     reps = max(1, int((64 << 20) // nbytes))  # small outputs: enough work to time
-    settings = [(t, nt) for t in sorted({1, threads}) for nt in (False, True)]
+    # Threads only from 1 MiB (as for "copy 2 threads"): below, starting one costs more than
+    # the writes, and a repeated tiny write would time thread start-ups, not stores.
+    many = threads if nbytes >= 1 << 20 else 1
+    settings = [(t, nt) for t in sorted({1, many}) for nt in (False, True)]
     elapsed: dict[tuple[int, bool], list[float]] = {s: [] for s in settings}
     for _ in range(tries):
         for t, nt in settings:

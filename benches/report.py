@@ -251,8 +251,9 @@ def limit(record: Mapping[str, Any]) -> float | None:
 
 
 def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
-    """Gathers (candidates of ``families``) faster than the read floor: there it is no floor."""
-    floor = floor_time(record, READ_FLOOR)
+    """Gathers (candidates of ``families``) faster than the limit (or the read floor, when the
+    write floor is missing): there a floor is not one."""
+    floor = limit(record) or floor_time(record, READ_FLOOR)
     if floor is None:
         return []
     return [
@@ -298,12 +299,12 @@ def floor_statement(
         return "No read floor measured."
     if broken:
         return (
-            f"The read floor is BROKEN (a gather beat it) in {len(broken)} of {len(measured)} "
-            f"cases: {', '.join(broken)}."
+            f"The floors are BROKEN (a gather beat the limit) in {len(broken)} of "
+            f"{len(measured)} cases: {', '.join(broken)}."
         )
     return (
-        f"The read floor is below every gather measured in all {len(measured)} cases: it is a "
-        "floor."
+        f"The limit (and so the read floor) is below every gather measured in all "
+        f"{len(measured)} cases: the floors are floors."
     )
 
 
@@ -363,7 +364,7 @@ def peer_rows(
         floors = {n: floor_time(r, n) for n in (READ_FLOOR, WRITE_FLOOR)}
         floor_cell = fmt_seconds(floors[READ_FLOOR]) if floors[READ_FLOOR] else "-"
         if beaten:
-            notes.append(f"read floor on {r['name']} BROKEN: beaten by {', '.join(beaten)}")
+            notes.append(f"floors on {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
             floor_cell += f" [{len(notes)}]"
         top_limit = limit(r)
         row += [

@@ -399,7 +399,7 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
         beaten = floor_beaten(r, [SUBJECT, *peers])
         read_cell = fmt_seconds(floors[0]) if floors[0] else "-"
         if beaten:
-            notes.append(f"read floor of {r['name']} BROKEN: beaten by {', '.join(beaten)}")
+            notes.append(f"floors of {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
             read_cell += f" [{len(notes)}]"
         line += [
             over(SUBJECT, top_s),
