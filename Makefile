@@ -11,12 +11,13 @@ PEERS_JSON = bench-results/compare.json
 PEERS_1T_JSON = bench-results/compare-1t.json
 ACCESS_JSON = bench-results/access.json
 DASK_JSON = bench-results/dask.json
+SERVICE_JSON = bench-results/service.json
 
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
 .PHONY: dev check lint format clean test test-rust stress bench-quick
-.PHONY: bench bench-doc bench-peers bench-access bench-dask fuzz
+.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -33,24 +34,26 @@ check: lint test-rust test bench-quick
 format:
 	cargo fmt
 	cargo fmt --manifest-path fuzz/Cargo.toml
+	cargo fmt --manifest-path benches/floor/Cargo.toml
 	$(PYTHON) -m ruff format python tests benches
 	$(PYTHON) -m ruff check --fix python tests benches
 
-## clean: build and run artefacts: cargo's target dirs (the crate's and fuzz/'s), the venvs
-## the Makefile and .ci/wheel-test make (.venv-build, .venv-wheel-test), dist/,
+## clean: build and run artefacts: cargo's target dirs (the crate's, fuzz/'s and
+## benches/floor/'s), the venvs the Makefile and .ci/wheel-test make (.venv-build, .venv-wheel-test), dist/,
 ## bench-results/, the extension `make dev` put in python/ndgather/ (run `make dev` again
 ## after) and the tools' caches. It keeps .venv (yours, and .ci/run's) and fuzz/corpus and
 ## fuzz/artifacts (the fuzzers' inputs and findings).
 clean:
 	cargo clean
 	cargo clean --manifest-path fuzz/Cargo.toml
+	cargo clean --manifest-path benches/floor/Cargo.toml
 	rm -rf $(BUILD_VENV) .venv-wheel-test dist bench-results
 	rm -f python/ndgather/_core*.so
 	rm -rf .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find python tests benches .ci -name __pycache__ -type d -prune -exec rm -rf {} +
 
-## lint: Rust format and clippy (core, bindings, and fuzz/: the oracle and the fuzz targets, on
-## stable), ruff (lint and format), mypy --strict, stubtest, the minimum supported Rust version
+## lint: Rust format and clippy (core, bindings, fuzz/: the oracle and the fuzz targets, on
+## stable, and the benchmarks' floor kernels in benches/floor/), ruff (lint and format), mypy --strict, stubtest, the minimum supported Rust version
 ## (.ci/msrv), the files and make targets the docs name (.ci/check_doc_refs.py)
 lint:
 	cargo fmt --check
@@ -58,6 +61,8 @@ lint:
 	cargo clippy --all-targets -- -D warnings
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+	cargo fmt --check --manifest-path benches/floor/Cargo.toml
+	cargo clippy --manifest-path benches/floor/Cargo.toml -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather
@@ -84,6 +89,7 @@ bench-quick:
 	$(PYTHON) benches/compare.py --peers numpy --quick
 	$(PYTHON) benches/access_pattern.py --quick
 	$(PYTHON) benches/dask_gather.py --quick
+	$(PYTHON) benches/service.py --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
@@ -116,6 +122,13 @@ bench-access:
 ## docs/performance.md
 bench-dask:
 	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --doc docs/performance.md
+
+## bench-service: per-request batches (1 to 4096 random ids) from tables far larger than the
+## caches, ndgather against NumPy, PyTorch, JAX and numba (those installed) and the measured
+## limits (benches/floor/, built with cargo), one thread and all threads, medians and p50/p99;
+## the table goes into docs/performance.md
+bench-service:
+	$(PYTHON) benches/service.py --json $(SERVICE_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

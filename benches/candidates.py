@@ -211,6 +211,17 @@ NDGATHER: tuple[Candidate, ...] = (
 )
 
 
+def ndgather_out_clip(inputs: Inputs) -> Call:
+    """``out=`` with ``mode="clip"``: no index checked (the cases' indices are in range)."""
+    fn, args = _ndgather_args(inputs)
+    out = np.empty(inputs.case.output_shape, dtype=inputs.data.dtype)
+    return Call(fn, args, {"mode": "clip", "out": out})
+
+
+#: The cost of the check: compared with "ndgather out=" (same call, mode="raise").
+CLIP = Candidate("ndgather out= clip", "ndgather clip", ndgather.__version__, ndgather_out_clip)
+
+
 def _by_op(gather_nd: Prepare | None, gather: Prepare | None) -> Prepare:
     """One idiom, written once for each operator (``None``: the idiom has no such form)."""
 

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Compare ndgather with NumPy, onnxruntime, OpenVINO and TensorFlow on fixed, named cases.
+"""Compare ndgather with NumPy, onnxruntime, OpenVINO, TensorFlow, PyTorch, JAX and numba on
+fixed, named cases.
 
 For every case (``cases.py``) each candidate is given the same arrays (data, int64 indices):
 ndgather returning a new array and with ``out=``, every NumPy idiom that applies
 (``candidates.py``: fancy indexing, ``take``, ``ravel_multi_index`` + ``take``,
 ``take_along_axis``), and each installed runtime in each of its fast forms (``peers.py``:
 onnxruntime ``run`` and IOBinding, OpenVINO's infer request with new or bound buffers,
-TensorFlow eager, raw op and ``tf.function``). All are run once and checked equal to NumPy's
-result, then timed in interleaved rounds (``timing.py``) with the copy limits beside them
-(``copy``, ``copy 2 threads``, ``alloc+copy`` of the output's bytes). Reported per case: the
-median per call of every candidate, the best of each runtime, and ndgather's over the best
-peer (below 1 is faster).
+TensorFlow eager, raw op and ``tf.function``; ``ml_peers.py``: ``torch.index_select``, jitted
+JAX ``x.at[lin].get``, numba kernels). All are run once and checked equal to NumPy's result,
+then timed in interleaved rounds (``timing.py``) with the copy limits beside them (``copy``,
+``copy 2 threads``, ``alloc+copy`` of the output's bytes), the floors of ``floor.py`` (``read
+floor``: only the random reads of the case; ``write floor``: only the output's writes; the
+larger of the two is the limit no gather beats) and ndgather ``out=`` with ``mode="clip"``
+(against ``mode="raise"``: the cost of checking the indices). Reported per case: the median
+per call of every candidate, the best of each runtime, and ndgather's over the best peer
+(below 1 is faster) and over the limit.
 
     python benches/compare.py                                  # every case, 21 rounds
     python benches/compare.py --quick                          # tiny sizes, 3 rounds (CI)
@@ -38,16 +43,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import floor
 import ndgather
 import peers
-from candidates import NDGATHER, NUMPY
+from candidates import CLIP, NDGATHER, NUMPY
 from cases import CASES, SEED
+from ml_peers import ML_RUNTIMES
 from report import (
     best_peer,
     case_detail,
     chosen,
     command,
     describe_machine,
+    floor_beaten,
+    floor_statement,
     fmt_seconds,
     machine_info,
     options,
@@ -59,6 +68,9 @@ from report import (
 from runner import run_case
 
 SUBJECT = "ndgather"
+#: Pause before each sample when numba or PyTorch are loaded (their OpenMP threads spin for a
+#: while after each parallel call; libgomp's default is well under a millisecond).
+SETTLE_S = 0.002
 
 
 def _loadavg() -> list[float] | None:
@@ -105,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wanted = tuple(p for p in peers.RUNTIMES if p in named)
     loaded = peers.load(wanted, args.threads)
-    limits = () if numpy_only else peers.COPY_LIMITS
+    floor.configure(args.threads or ndgather.get_num_threads(), args.quick)
+    limits = () if numpy_only else (CLIP, *peers.COPY_LIMITS, *floor.FLOORS)
     candidates = [*NDGATHER, *NUMPY, *loaded.candidates, *limits]
     peer_families = ["numpy", *(p for p in wanted if p not in loaded.missing)]
     machine = machine_info(
@@ -141,13 +154,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             rounds=rounds,
             min_sample_s=min_sample_s,
             optional_families=peers.RUNTIMES,
+            settle_s=SETTLE_S if any(p in loaded.versions for p in ML_RUNTIMES) else 0.0,
         )
         peers.release()
+        record["floor_tuning"] = floor.last_tuning()
         record["wall_s"] = time.perf_counter() - start
         record["loadavg_after"] = _loadavg()  # 1-minute > ~2 here: something else ran too
         records.append(record)
         top = None if record["errors"] else best_peer(record, peer_families)
         print(case_detail(record, "peer", best=top), flush=True)
+        beaten = [] if record["errors"] else floor_beaten(record, [SUBJECT, *peer_families])
+        if beaten:
+            print(f"  warning: the limit (floors) is beaten by {', '.join(beaten)}", flush=True)
         print(f"  ({record['wall_s']:.1f} s)\n", flush=True)
 
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
@@ -174,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         text_table(*summary_rows(records, SUBJECT, ["numpy"])) if numpy_only else peer_text(results)
     )
+    if not numpy_only:
+        print(floor_statement(records, [SUBJECT, *peer_families]))
     print(f"\npeak memory (max RSS): {peak_rss_mib:.0f} MiB")
 
     failed = [r["name"] for r in records if r["errors"]]

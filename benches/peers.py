@@ -1,4 +1,5 @@
-"""The other runtimes that gather (onnxruntime, OpenVINO, TensorFlow) and the copy limits.
+"""The other runtimes that gather (onnxruntime, OpenVINO, TensorFlow; PyTorch, JAX and numba
+in ``ml_peers.py``) and the copy limits.
 
 Each runtime is an optional import: :func:`load` returns the candidates of those that import,
 and says why the others are missing. Every runtime gets the case's own arrays (float data,
@@ -43,10 +44,13 @@ from typing import Any
 import numpy as np
 from candidates import Candidate, NotApplicable
 from cases import Case, Inputs
+from ml_peers import LOADERS as ML_LOADERS
+from ml_peers import ML_RUNTIMES
+from ml_peers import release as ml_release
 from timing import Call
 
-#: Families of runtimes in this module, in table order.
-RUNTIMES = ("onnxruntime", "openvino", "tensorflow")
+#: Families of runtimes (this module's, then ml_peers'), in table order.
+RUNTIMES = ("onnxruntime", "openvino", "tensorflow", *ML_RUNTIMES)
 COPY = "copy"
 TWO_THREAD_COPY_MIN_BYTES = 1 << 20
 
@@ -313,6 +317,7 @@ def release() -> None:
     for cached in (_ort_session, _ov_compiled, _copy_buffers):
         cached.cache_clear()
     _tf_tensors.clear()
+    ml_release()
 
 
 def _load_ort(threads: int | None, loaded: Loaded) -> None:
@@ -366,10 +371,21 @@ def _load_tf(threads: int | None, loaded: Loaded) -> None:
     ]
 
 
+def _ml_loader(name: str) -> Callable[[int | None, Loaded], None]:
+    def load_one(threads: int | None, loaded: Loaded) -> None:
+        version, candidates, settings = ML_LOADERS[name](threads)
+        loaded.versions[name] = version
+        loaded.settings[name] = settings
+        loaded.candidates += candidates
+
+    return load_one
+
+
 _LOADERS: dict[str, Callable[[int | None, Loaded], None]] = {
     "onnxruntime": _load_ort,
     "openvino": _load_ov,
     "tensorflow": _load_tf,
+    **{name: _ml_loader(name) for name in ML_RUNTIMES},
 }
 
 

@@ -35,6 +35,7 @@ from report import (
     describe_machine,
     fmt_ratio,
     fmt_seconds,
+    limit,
     markdown_table,
     median,
     peer_markdown,
@@ -50,6 +51,9 @@ COLOURS = {
     "onnxruntime": "#2ca02c",
     "openvino": "#9467bd",
     "tensorflow": "#ff7f0e",
+    "torch": "#8c564b",
+    "jax": "#e377c2",
+    "numba": "#17becf",
 }
 
 
@@ -95,7 +99,15 @@ def readme_table(results: Mapping[str, Any], one_thread: Mapping[str, Any] | Non
                 fmt_ratio(one.get(r["name"])),
             ]
         )
-    return markdown_table(["case", "ndgather", "best peer", "ratio", "ratio, 1 thread"], rows)
+    table = markdown_table(["case", "ndgather", "best peer", "ratio", "ratio, 1 thread"], rows)
+    names = ", ".join(FAMILY_NAMES.get(p, p) for p in results["peers"])
+    missing = ", ".join(FAMILY_NAMES.get(p, p) for p in results.get("missing", {}))
+    return (
+        table
+        + f"\n\nPeers in this run: {names}"
+        + (f" (not installed: {missing})" if missing else "")
+        + "."
+    )
 
 
 def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path: Path) -> None:
@@ -128,17 +140,23 @@ def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path:
             color=COLOURS.get(key, "grey"),
             label=label,
         )
-    for limit, marker in (("copy 2 threads", "|"), ("alloc+copy", "x")):
-        pts = [(i, median(r, limit)) for i, r in enumerate(cases)]
+    marks = (
+        ("copy 2 threads of the output's bytes", "|", lambda r: median(r, "copy 2 threads")),
+        ("alloc+copy of the output's bytes", "x", lambda r: median(r, "alloc+copy")),
+        ("limit: max(read floor, write floor)", "D", limit),
+    )
+    for label, marker, when in marks:
+        pts = [(i, when(r)) for i, r in enumerate(cases)]
         pts = [(i, t) for i, t in pts if t]
+        hollow = {"facecolors": "none", "edgecolors": "black"} if marker == "D" else {}
         ax.scatter(
             [t for _, t in pts],
             [i for i, _ in pts],
             marker=marker,
-            s=300 if marker == "|" else 60,
-            color="black",
+            s=300 if marker == "|" else 40 if marker == "D" else 60,
+            **(hollow or {"color": "black"}),
             zorder=3,
-            label=f"{limit} of the output's bytes",
+            label=label,
         )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_seconds(x)))
@@ -170,7 +188,9 @@ def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path:
 
     m = results["machine"]
     fig.suptitle(
-        "ndgather against NumPy, onnxruntime, OpenVINO and TensorFlow (median per call)",
+        "ndgather against "
+        + ", ".join(FAMILY_NAMES.get(p, p) for p in results["peers"])
+        + " (median per call)",
         y=0.995,
     )
     commands = [results["command"]] + ([one_thread["command"]] if one_thread else [])

@@ -254,8 +254,42 @@ FAMILY_NAMES = {
     "onnxruntime": "onnxruntime",
     "openvino": "OpenVINO",
     "tensorflow": "TensorFlow",
+    "torch": "PyTorch",
+    "jax": "JAX",
+    "numba": "numba",
 }
 LIMITS = ("copy", "copy 2 threads", "alloc+copy")
+#: The floors of benches/floor.py, and the limit no gather can beat: the larger of the two.
+READ_FLOOR, WRITE_FLOOR = "read floor", "write floor"
+#: ndgather's out= form with mode="clip" (no check), for the cost of mode="raise".
+CLIP = "ndgather out= clip"
+
+
+def floor_time(record: Mapping[str, Any], name: str) -> float | None:
+    """A floor's time in a case: its fastest sample, not its median. A floor is what the
+    machine can be shown to do; on a loaded machine its median carries the load (the gathers
+    are reported, and judged against it, by their medians)."""
+    cand = record["candidates"].get(name)
+    return None if cand is None else float(cand["min_s"])
+
+
+def limit(record: Mapping[str, Any]) -> float | None:
+    """The larger of the read and write floors of a case, or ``None`` when either is missing."""
+    times = [floor_time(record, n) for n in (READ_FLOOR, WRITE_FLOOR)]
+    return None if None in times else max(t for t in times if t is not None)
+
+
+def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
+    """Gathers (candidates of ``families``) faster than the limit (or the read floor, when the
+    write floor is missing): there a floor is not one."""
+    floor = limit(record) or floor_time(record, READ_FLOOR)
+    if floor is None:
+        return []
+    return [
+        name
+        for name, c in record["candidates"].items()
+        if c["family"] in families and c["median_s"] < floor
+    ]
 
 
 def best_peer(record: Mapping[str, Any], peers: Sequence[str]) -> str | None:
@@ -284,6 +318,25 @@ def _family_na(record: Mapping[str, Any], family: str, results: Mapping[str, Any
     return "; ".join(sorted(reasons)) or "no form for this case"
 
 
+def floor_statement(
+    records: Sequence[Mapping[str, Any]], families: Sequence[str], name: str = "name"
+) -> str:
+    """Whether the read floor held: below every gather measured, or which cases broke it."""
+    measured = [r for r in records if not r["errors"] and floor_time(r, READ_FLOOR) is not None]
+    broken = [r[name] for r in measured if floor_beaten(r, families)]
+    if not measured:
+        return "No read floor measured."
+    if broken:
+        return (
+            f"The floors are BROKEN (a gather beat the limit) in {len(broken)} of "
+            f"{len(measured)} cases: {', '.join(broken)}."
+        )
+    return (
+        f"The limit (and so the read floor) is below every gather measured in all "
+        f"{len(measured)} cases: the floors are floors."
+    )
+
+
 def peer_rows(
     results: Mapping[str, Any], describe: bool = False, markdown: bool = False
 ) -> tuple[list[str], list[list[str]], list[str]]:
@@ -297,6 +350,12 @@ def peer_rows(
         "out= / best peer",
         *LIMITS,
         "out= / copy 2 threads",
+        READ_FLOOR,
+        WRITE_FLOOR,
+        "limit",
+        f"{subject} / limit",
+        "out= / limit",
+        "raise / clip",
     ]
     rows: list[list[str]] = []
     notes: list[str] = []
@@ -330,6 +389,25 @@ def peer_rows(
             *(t(limit) for limit in LIMITS),
             fmt_ratio(ratio(r, f"{subject} out=", "copy 2 threads")),
         ]
+        beaten = floor_beaten(r, [subject, *peers])
+        floors = {n: floor_time(r, n) for n in (READ_FLOOR, WRITE_FLOOR)}
+        floor_cell = fmt_seconds(floors[READ_FLOOR]) if floors[READ_FLOOR] else "-"
+        if beaten:
+            notes.append(f"floors on {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
+            floor_cell += f" [{len(notes)}]"
+        top_limit = limit(r)
+        row += [
+            floor_cell,
+            fmt_seconds(floors[WRITE_FLOOR]) if floors[WRITE_FLOOR] else "-",
+            fmt_seconds(top_limit) if top_limit else "-",
+            fmt_ratio(median(r, subject) / top_limit if top_limit and subject in cands else None),
+            fmt_ratio(
+                median(r, f"{subject} out=") / top_limit
+                if top_limit and f"{subject} out=" in cands
+                else None
+            ),
+            fmt_ratio(ratio(r, f"{subject} out=", CLIP)),
+        ]
         rows.append(row)
     return header, rows, notes
 
@@ -337,7 +415,7 @@ def peer_rows(
 def peer_text(results: Mapping[str, Any]) -> str:
     header, rows, notes = peer_rows(results)
     return text_table(header, rows) + "".join(
-        f"\n[{i}] n/a: {note}" for i, note in enumerate(notes, 1)
+        f"\n[{i}] {'' if 'BROKEN' in note else 'n/a: '}{note}" for i, note in enumerate(notes, 1)
     )
 
 
@@ -367,6 +445,8 @@ def peer_markdown(
         parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
+        if any(floor_time(r, READ_FLOOR) for r in run["cases"] if not r["errors"]):
+            parts.append(floor_statement(run["cases"], [run["subject"], *run["peers"]]))
     m = results["machine"]
     parts.append(f"Machine: {describe_machine(m)}.")
     if results.get("missing"):

@@ -81,6 +81,7 @@ def run_case(
     min_sample_s: float,
     reference_family: str = "numpy",
     optional_families: Collection[str] = (),
+    settle_s: float = 0.0,
 ) -> dict[str, Any]:
     """Build ``case``, check every applicable candidate against ``reference_family``, time them.
 
@@ -90,6 +91,7 @@ def run_case(
     record's ``skipped`` says why, and ``failures`` too, since its failure was not foreseen.
     Candidates that raise :class:`~candidates.NotApplicable` are only ``skipped``. Unchecked
     candidates (yardsticks such as a plain copy) are timed without comparing their output.
+    ``settle_s``: see :func:`~timing.run_interleaved`.
     """
     record: dict[str, Any] = {
         "name": case.name,
@@ -149,7 +151,7 @@ def run_case(
     if errors:
         return record
 
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, rounds, min_sample_s, settle_s)
     record["candidates"] = {
         name: _timing_record(family[name], timing) for name, timing in timings.items()
     }

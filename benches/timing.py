@@ -14,6 +14,7 @@ decide the tiny cases) are not inflated by a wrapper lambda.
 from __future__ import annotations
 
 import statistics
+import time
 import timeit
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,12 +79,16 @@ def calls_per_sample(timer: timeit.Timer, min_sample_s: float) -> int:
 
 
 def run_interleaved(
-    calls: Mapping[str, Call], rounds: int, min_sample_s: float
+    calls: Mapping[str, Call], rounds: int, min_sample_s: float, settle_s: float = 0.0
 ) -> dict[str, Timing]:
     """Time every call ``rounds`` times, interleaved, rotating the order each round.
 
     The calls are expected to have been run once already (the output check does that), so
-    the calibration here is not a cold first call.
+    the calibration here is not a cold first call. ``settle_s``: a pause before each sample,
+    so that the worker threads a candidate left spinning (OpenMP's, in numba and PyTorch) are
+    asleep again before the next one is timed instead of taking its cores; then, when a sample
+    holds more than one call, one untimed call, so that the sample starts with the candidate's
+    own threads awake (a pool that fell asleep in the pause would charge its wake-up to it).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -94,6 +99,10 @@ def run_interleaved(
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
             timing = timings[name]
+            if settle_s:
+                time.sleep(settle_s)
+                if timing.calls_per_sample > 1:
+                    timers[name].timeit(1)
             elapsed = timers[name].timeit(timing.calls_per_sample)
             timing.samples.append(elapsed / timing.calls_per_sample)
     return timings

@@ -1,0 +1,541 @@
+#!/usr/bin/env python3
+"""The call a Python service makes: a request's batch of random ids, rows of a table far
+larger than the caches, every call with fresh ids.
+
+Tables: (1M, 128) float32 (512-byte rows) and (4M, 32) float32 (128-byte rows), 512 MiB
+each. Batches of 1, 8, 64, 512 and 4096 ids, int64 and int32, on one thread and on all
+threads (``ndgather.set_num_threads``, ``torch.set_num_threads``, numba's
+``set_num_threads``; JAX keeps its own threads, fixed when it is imported). Candidates, each
+given the ids as a NumPy array (what a request parser hands over):
+
+* ndgather: ``gather(table, ids)`` and with ``out=``;
+* NumPy: ``table.take(ids, axis=0)`` (the method), ``np.take(table, ids, axis=0)``,
+  ``table[ids]``;
+* PyTorch: ``torch.index_select(t, 0, torch.from_numpy(ids))``, new and ``out=``;
+* JAX: jitted ``x.at[ids].get(mode="promise_in_bounds")`` (numpy ids in, blocked on);
+* numba: the ``boundscheck=False`` row-copy loop, ``prange`` and serial, new and ``out=``;
+* the floors of ``floor.py``: ``read floor`` (only the reads of the same rows, tuned) and
+  ``write floor`` (only the writes of the output); their larger is the limit.
+
+**Fresh ids.** Each case draws a cycle of batches up front, shared by all candidates; every
+call, whichever candidate makes it, takes the next batch of the cycle (a timed sample
+continues where the last one, of any candidate, stopped; the floors skip the batches they
+read), so a batch comes back only after the whole cycle, whose rows total at least
+``TOUCH_LLC`` (4) times the last-level cache (32 MiB here: 128 MiB, i.e. 262,144 rows of 512
+bytes or 1,048,576 of 128 bytes, so 262,144 batches of 1 id, 64 batches of 4096): when a
+batch comes back its rows have been evicted by the rest, as a service's next request does not
+find the last one's rows in the cache. The batches are views of one array, taken in order
+(their memory streams).
+
+Timing: every round times every candidate once, in rotating order (``timing.py``), each
+sample a run of consecutive calls of at least ``--min-sample-time`` after a 2 ms pause and
+one untimed call (the pause lets the OpenMP threads of numba and PyTorch stop spinning; the
+call wakes the candidate's own); the median per call is reported, and ratios to the fastest
+peer. Then every candidate's calls are timed one by one (``--latency-calls`` per round, or as
+many as take about 20 ms when that is fewer, at least 10; interleaved the same way) for the
+percentiles a service operator watches (p50, p99; each includes one ``perf_counter_ns`` pair,
+~50 ns). All candidates are checked equal to ``table.take`` on the first batches before
+timing.
+
+    python benches/service.py                      # full run
+    python benches/service.py --quick              # tiny tables, 3 rounds (CI: runs, agrees)
+    python benches/service.py --json bench-results/service.json --doc docs/performance.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import floor
+import ndgather
+import numpy as np
+from cycle import Candidate, Cycle, CycleTimer, FloorCandidate
+from report import (
+    command,
+    describe_machine,
+    floor_beaten,
+    floor_statement,
+    floor_time,
+    fmt_ratio,
+    fmt_seconds,
+    machine_info,
+    markdown_table,
+    save,
+    text_table,
+    update_doc,
+)
+from report import limit as report_limit
+from timing import calls_per_sample
+
+TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
+QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
+BATCHES = (1, 8, 64, 512, 4096)
+QUICK_BATCHES = (1, 64)
+INDEX_DTYPES = ("int64", "int32")
+TOUCH_LLC = 4
+MIN_CYCLE = 64  # batches in a cycle at least, however large the batch
+SETTLE_S = 0.002  # pause before each sample: see timing.run_interleaved
+SUBJECT = "ndgather"
+PEERS = ("numpy", "torch", "jax", "numba")
+FAMILY_NAMES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX", "numba": "numba"}
+
+
+def llc_bytes() -> int:
+    """The last-level cache (sysfs; 32 MiB when it cannot be read)."""
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KM")) * scale)
+    return max(sizes, default=32 << 20)
+
+
+@dataclass(frozen=True)
+class Case:
+    table: str
+    batch: int
+    index_dtype: str
+    threads: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.table} {self.index_dtype} x{self.batch} t{self.threads}"
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def candidates(
+    table: np.ndarray, batch: int, loaded: dict[str, Any], threads: int
+) -> list[Candidate]:
+    width, dtype = table.shape[1], table.dtype
+    out = np.empty((batch, width), dtype=dtype)
+    cands = [
+        Candidate("ndgather", SUBJECT, "fn(t, _i)", {"fn": ndgather.gather, "t": table}),
+        Candidate(
+            "ndgather out=",
+            SUBJECT,
+            "fn(t, _i, out=o)",
+            {"fn": ndgather.gather, "t": table, "o": out},
+            "o",
+        ),
+        Candidate("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
+        Candidate("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
+        Candidate("numpy fancy", "numpy", "t[_i]", {"t": table}),
+    ]
+    if "torch" in loaded:
+        torch = loaded["torch"]
+        t = loaded["torch_table"]
+        o = np.empty((batch, width), dtype=dtype)
+        names = {"fn": torch.index_select, "t": t, "f": torch.from_numpy}
+        cands += [
+            Candidate("torch index_select", "torch", "fn(t, 0, f(_i))", names),
+            Candidate(
+                "torch index_select out=",
+                "torch",
+                "fn(t, 0, f(_i), out=o)",
+                {**names, "o": torch.from_numpy(o), "on": o},
+                "on",
+            ),
+        ]
+    if "jax" in loaded:
+        cands.append(
+            Candidate(
+                "jax at.get",
+                "jax",
+                "fn(t, _i).block_until_ready()",
+                {"fn": loaded["jax_fn"], "t": loaded["jax_table"]},
+            )
+        )
+    if "numba" in loaded:
+        for kind, parallel in (("prange", True), ("serial", False)):
+            take, take_new = loaded["numba"](parallel)
+            o = np.empty((batch, width), dtype=dtype)
+            cands += [
+                Candidate(f"numba {kind}", "numba", "fn(t, _i)", {"fn": take_new, "t": table}),
+                Candidate(
+                    f"numba {kind} out=",
+                    "numba",
+                    "fn(t, _i, o)",
+                    {"fn": take, "t": table, "o": o},
+                    "o",
+                ),
+            ]
+    return cands
+
+
+def load_peers(threads: int) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """The optional peers that import: their handles, versions, and why the others did not."""
+    loaded: dict[str, Any] = {}
+    versions: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for name in ("torch", "jax", "numba"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            missing[name] = f"not installed ({exc})"
+            continue
+        versions[name] = module.__version__
+        if name == "torch":
+            loaded["torch"] = module
+        elif name == "jax":
+            module.config.update("jax_enable_x64", True)  # int64 ids stay int64
+            module.config.update("jax_platforms", "cpu")
+            # Run on the calling thread: no hand-off to a dispatch thread per call.
+            module.config.update("jax_cpu_enable_async_dispatch", False)
+
+            def get(t: Any, i: Any) -> Any:
+                return t.at[i].get(mode="promise_in_bounds")
+
+            loaded["jax"] = module
+            loaded["jax_fn"] = module.jit(get)
+        else:
+            from ml_peers import numba_take
+
+            loaded["numba"] = numba_take
+    return loaded, versions, missing
+
+
+def set_threads(n: int, loaded: dict[str, Any]) -> None:
+    ndgather.set_num_threads(n)
+    if "torch" in loaded:
+        loaded["torch"].set_num_threads(n)
+    if "numba" in loaded:
+        numba = importlib.import_module("numba")
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+# --------------------------------------------------------------------------- one case
+
+
+def cycle_batches(rows: int, row_bytes: int, batch: int, llc: int, quick: bool) -> int:
+    """Batches in a case's cycle: together they read ``TOUCH_LLC`` times the LLC."""
+    if quick:
+        return 16
+    return max(MIN_CYCLE, -(-TOUCH_LLC * llc // (batch * row_bytes)))
+
+
+def run_case(
+    case: Case,
+    table: np.ndarray,
+    loaded: dict[str, Any],
+    *,
+    rounds: int,
+    min_sample_s: float,
+    latency_calls: int,
+    llc: int,
+    quick: bool,
+    seed: int,
+) -> dict[str, Any]:
+    rows, width = table.shape
+    row_bytes = width * table.itemsize
+    nb = cycle_batches(rows, row_bytes, case.batch, llc, quick)
+    rng = np.random.default_rng(seed)
+    flat = rng.integers(0, rows, size=nb * case.batch, dtype=np.int64).astype(case.index_dtype)
+    batches = list(flat.reshape(nb, case.batch))
+    set_threads(case.threads, loaded)
+    cands = candidates(table, case.batch, loaded, case.threads)
+    record: dict[str, Any] = {
+        "name": case.name,
+        "table": case.table,
+        "table_shape": list(table.shape),
+        "batch": case.batch,
+        "index_dtype": case.index_dtype,
+        "threads": case.threads,
+        "cycle_batches": nb,
+        "cycle_rows_bytes": nb * case.batch * row_bytes,
+        "errors": [],
+        "candidates": {},
+    }
+    # Checked on a few batches against the ndarray method, before any timing.
+    for ids in batches[:3]:
+        want = table.take(ids, axis=0)
+        for c in cands:
+            try:
+                got = c.run(ids)
+            except Exception as exc:
+                record["errors"].append(f"{c.name} raised {type(exc).__name__}: {exc}")
+                continue
+            if got.shape != want.shape or got.dtype != want.dtype or not np.array_equal(got, want):
+                record["errors"].append(f"{c.name} differs from table.take")
+    if record["errors"]:
+        return record
+
+    cycle = Cycle(batches)  # one for all: see cycle.Cycle
+    timers: dict[str, Any] = {}
+    families: dict[str, str] = {}
+    for c in cands:
+        timers[c.name] = CycleTimer(c.stmt, c.names, cycle)
+        families[c.name] = c.family
+    phase = time.perf_counter()
+    why = floor.available()
+    if why is None:
+        offsets = flat.astype(np.uint64) * np.uint64(row_bytes)
+        reader = floor.ReadFloor(table, offsets, row_bytes)
+        # Cold reads, as in the timing: one pass over 16 batches' worth of ids (at least
+        # 16,384) a trial, never the same rows twice in a row.
+        setting, tried = reader.tune(
+            case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
+        )
+
+        def read(number: int) -> object:
+            first = cycle.skip(number)  # the batches the gathers would have taken next
+            return reader.run(setting, first * case.batch, number * case.batch, 1)
+
+        writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
+        timers[floor.READ] = FloorCandidate(floor.READ, read).timer()
+        timers[floor.WRITE] = writer.timer()
+        families[floor.READ] = families[floor.WRITE] = floor.FAMILY
+        record["floor_tuning"] = {**floor.tuning_record(setting, tried), "write": write_tuning}
+    else:
+        record["floor_unavailable"] = why
+
+    record["phases_s"] = {"floor tuning": time.perf_counter() - phase}
+    phase = time.perf_counter()
+    names = list(timers)
+    per_sample = {}
+    for n in names:
+        timers[n].timeit(1)  # warm: the calibration must not start with a cold call
+        per_sample[n] = calls_per_sample(timers[n], min_sample_s)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for n in names[shift:] + names[:shift]:
+            time.sleep(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
+            timers[n].timeit(1)
+            samples[n].append(timers[n].timeit(per_sample[n]) / per_sample[n])
+    record["phases_s"]["rounds"] = time.perf_counter() - phase
+    phase = time.perf_counter()
+    # Calls timed one by one per candidate and round: --latency-calls, or fewer for slow
+    # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
+    lat_n = {
+        c.name: max(10, min(latency_calls, int(0.02 / statistics.median(samples[c.name]))))
+        for c in cands
+    }
+    lat: dict[str, list[int]] = {c.name: [] for c in cands}
+    for r in range(rounds):
+        shift = r % len(cands)
+        for c in cands[shift:] + cands[:shift]:
+            time.sleep(SETTLE_S)
+            c.latencies(cycle, 1)  # untimed: wakes the candidate's threads
+            lat[c.name] += c.latencies(cycle, lat_n[c.name])
+    record["phases_s"]["latencies"] = time.perf_counter() - phase
+    for n in names:
+        entry: dict[str, Any] = {
+            "family": families[n],
+            "median_s": statistics.median(samples[n]),
+            "min_s": min(samples[n]),
+            "max_s": max(samples[n]),
+            "calls_per_sample": per_sample[n],
+            "samples_s": samples[n],
+        }
+        if n in lat and lat[n]:
+            q = np.percentile(np.array(lat[n]) * 1e-9, [50, 99])
+            entry.update({"p50_s": float(q[0]), "p99_s": float(q[1]), "latency_calls": len(lat[n])})
+        record["candidates"][n] = entry
+    return record
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _best(record: dict[str, Any], families: Sequence[str]) -> str | None:
+    cands = record["candidates"]
+    names = [n for n, c in cands.items() if c["family"] in families]
+    return min(names, key=lambda n: cands[n]["median_s"], default=None)
+
+
+def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
+    peers = [p for p in PEERS if p not in results["missing"]]
+    header = ["table", "ids", "threads", "batch", "ndgather", "ndgather out="]
+    header += [FAMILY_NAMES[p] for p in peers]
+    header += [
+        "ndgather / best peer",
+        "out= / best peer",
+        "p50 / p99 ndgather",
+        "p50 / p99 best peer",
+        "read floor",
+        "write floor",
+        "ndgather / limit",
+        "out= / limit",
+    ]
+    table: list[list[str]] = []
+    notes: list[str] = []
+    for r in results["cases"]:
+        head = [r["table"], r["index_dtype"], str(r["threads"]), str(r["batch"])]
+        if r["errors"]:
+            table.append([*head, "FAILED"] + [""] * (len(header) - 5))
+            continue
+        cands = r["candidates"]
+
+        def t(name: str | None, key: str = "median_s", cands: dict[str, Any] = cands) -> str:
+            return fmt_seconds(cands[name][key]) if name in cands and key in cands[name] else "-"
+
+        def over(a: str | None, b: float | None, cands: dict[str, Any] = cands) -> str:
+            return fmt_ratio(cands[a]["median_s"] / b) if a in cands and b else "-"
+
+        top = _best(r, peers)
+        line = [*head, t(SUBJECT), t(f"{SUBJECT} out=")]
+        for p in peers:
+            best = _best(r, [p])
+            form = "" if best is None else best.removeprefix(p).strip()
+            cell = t(best) + (f" {form}" if form else "")
+            line.append(f"**{cell}**" if best == top and results.get("markdown") else cell)
+        top_s = cands[top]["median_s"] if top else None
+        floors = [floor_time(r, n) for n in (floor.READ, floor.WRITE)]
+        limit = report_limit(r)
+        beaten = floor_beaten(r, [SUBJECT, *peers])
+        read_cell = fmt_seconds(floors[0]) if floors[0] else "-"
+        if beaten:
+            notes.append(f"floors of {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
+            read_cell += f" [{len(notes)}]"
+        line += [
+            over(SUBJECT, top_s),
+            over(f"{SUBJECT} out=", top_s),
+            f"{t(SUBJECT, 'p50_s')} / {t(SUBJECT, 'p99_s')}",
+            f"{t(top, 'p50_s')} / {t(top, 'p99_s')}",
+            read_cell,
+            fmt_seconds(floors[1]) if floors[1] else "-",
+            over(SUBJECT, limit),
+            over(f"{SUBJECT} out=", limit),
+        ]
+        table.append(line)
+    return header, table, notes
+
+
+def markdown(results: dict[str, Any]) -> str:
+    header, table, notes = rows({**results, "markdown": True})
+    m = results["machine"]
+    parts = [
+        f"Median per call over {results['rounds']} interleaved rounds (fastest peer in bold); "
+        f"p50 / p99 of {results['latency_calls']} calls a round timed one by one; threads "
+        f"{', '.join(map(str, results['threads']))}; commit {m.get('git_commit') or '?'}. "
+        f"Command: `{results['command']}`. Machine: {describe_machine(m)}.",
+        markdown_table(header, table),
+    ]
+    if notes:
+        parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
+    peers = [p for p in PEERS if p not in results["missing"]]
+    parts.append(floor_statement(results["cases"], [SUBJECT, *peers]))
+    if results["missing"]:
+        parts.append(
+            "Not measured: " + "; ".join(f"{k}: {v}" for k, v in results["missing"].items()) + "."
+        )
+    return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny tables, 3 rounds (CI)")
+    parser.add_argument("--tables", help=f"comma-separated, of {', '.join(TABLES)}")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
+    parser.add_argument("--min-sample-time", type=float, help="seconds (default 0.005)")
+    parser.add_argument("--latency-calls", type=int, help="per round (default 200, quick 20)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    parser.add_argument("--doc", type=Path, help="put the table between its markers here")
+    args = parser.parse_args(argv)
+    shapes = QUICK_TABLES if args.quick else TABLES
+    names = args.tables.split(",") if args.tables else list(shapes)
+    if unknown := [n for n in names if n not in shapes]:
+        parser.error(f"unknown table(s) {', '.join(unknown)}")
+    batches = (
+        [int(b) for b in args.batches.split(",")]
+        if args.batches
+        else list(QUICK_BATCHES if args.quick else BATCHES)
+    )
+    rounds = args.rounds or (3 if args.quick else 11)
+    min_sample_s = args.min_sample_time or (0.0005 if args.quick else 0.005)
+    latency_calls = args.latency_calls or (20 if args.quick else 200)
+    all_threads = ndgather.get_num_threads()
+    thread_counts = sorted({1, all_threads})
+    floor.configure(all_threads, args.quick)
+    loaded, versions, missing = load_peers(all_threads)
+    llc = llc_bytes()
+    machine = machine_info(
+        {"ndgather": ndgather.__version__, "numpy": np.__version__, **versions},
+        {"llc_bytes": llc, "loadavg_at_start": list(os.getloadavg())},
+    )
+    print(f"machine: {describe_machine(machine)}; LLC {llc >> 20} MiB", flush=True)
+    for name, why in missing.items():
+        print(f"skipped peer {name}: {why}")
+    if (why := floor.available()) is not None:
+        print(f"no floors: {why}")
+
+    records = []
+    for k, tname in enumerate(names):
+        rows_, width = shapes[tname]
+        table = np.random.default_rng(k).random((rows_, width), dtype=np.float32)
+        if "torch" in loaded:
+            loaded["torch_table"] = loaded["torch"].from_numpy(table)
+        if "jax" in loaded:
+            loaded["jax_table"] = loaded["jax"].device_put(table)
+        for index_dtype in INDEX_DTYPES:
+            for threads in thread_counts:
+                for batch in batches:
+                    case = Case(tname, batch, index_dtype, threads)
+                    start = time.perf_counter()
+                    record = run_case(
+                        case,
+                        table,
+                        loaded,
+                        rounds=rounds,
+                        min_sample_s=min_sample_s,
+                        latency_calls=latency_calls,
+                        llc=llc,
+                        quick=args.quick,
+                        seed=1000 + batch,
+                    )
+                    record["wall_s"] = time.perf_counter() - start
+                    records.append(record)
+                    status = "FAILED: " + "; ".join(record["errors"]) if record["errors"] else "ok"
+                    print(f"  {case.name}: {status} ({record['wall_s']:.1f} s)", flush=True)
+        loaded.pop("torch_table", None)
+        loaded.pop("jax_table", None)
+        del table
+    set_threads(all_threads, loaded)
+
+    results: dict[str, Any] = {
+        "benchmark": "service",
+        "command": command(),
+        "quick": args.quick,
+        "rounds": rounds,
+        "min_sample_s": min_sample_s,
+        "latency_calls": latency_calls,
+        "threads": thread_counts,
+        "touch_llc": TOUCH_LLC,
+        "machine": machine,
+        "missing": missing,
+        "cases": records,
+    }
+    header, table_rows, notes = rows(results)
+    print(text_table(header, table_rows))
+    for i, note in enumerate(notes, 1):
+        print(f"[{i}] {note}")
+    print(floor_statement(records, [SUBJECT, *(p for p in PEERS if p not in missing)]))
+    save(results, args.json)
+    if args.doc:
+        update_doc(args.doc, markdown(results), "service table")
+    failed = [r["name"] for r in records if r["errors"]]
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
