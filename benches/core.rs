@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ndgather::{plan_gather, plan_gather_nd, ArrayView, IndexType, Mode, Plan, Validation};
+use ndgather_oracle::SplitMix64;
 
 #[derive(Clone, Copy)]
 enum Op {
@@ -49,21 +50,9 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-/// splitmix64: deterministic inputs with no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> i64 {
-        (self.next() % n as u64) as i64
-    }
+/// A number in `0..n` from the seeded sequence.
+fn below(rng: &mut SplitMix64, n: usize) -> i64 {
+    (rng.next() % n as u64) as i64
 }
 
 fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
@@ -135,9 +124,9 @@ impl Case {
         let data: Vec<u8> = (0..n_data).map(|i| (i % 251) as u8).collect();
         let bounds = self.bounds();
         let n_idx: usize = self.indices_shape.iter().product();
-        let mut rng = Rng(0x5EED);
+        let mut rng = SplitMix64(0x5EED);
         let indices: Vec<u8> = (0..n_idx)
-            .flat_map(|i| rng.below(bounds[i % bounds.len()]).to_ne_bytes())
+            .flat_map(|i| below(&mut rng, bounds[i % bounds.len()]).to_ne_bytes())
             .collect();
         Inputs {
             data,

@@ -10,23 +10,10 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use ndgather_oracle::Outcome;
+use ndgather_oracle::{Outcome, SplitMix64};
 
 /// Inputs per target: a few seconds for all three in a debug build.
 const INPUTS: u64 = 3000;
-
-/// Tiny deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 /// Input `n` of a target: random bytes, mostly a few hundred (enough for
 /// the shapes, layouts and attributes), sometimes a few thousand (enough
@@ -35,7 +22,7 @@ fn input(target: &str, n: u64) -> Vec<u8> {
     let salt = target
         .bytes()
         .fold(0u64, |h, b| h.wrapping_mul(31) ^ b as u64);
-    let mut rng = Rng(salt ^ n.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let mut rng = SplitMix64(salt ^ n.wrapping_mul(0xD1B5_4A32_D192_ED03));
     let len = match rng.next() % 8 {
         0 => rng.next() % 64,
         1..=5 => 64 + rng.next() % 512,

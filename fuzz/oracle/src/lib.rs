@@ -25,11 +25,13 @@ pub mod views;
 
 mod generate;
 mod reference;
+mod seeded;
 
 pub use generate::{
     array, data_rank, dim, exec, fill_indices, index_type, itemsize, mode, one_in, pattern,
     LayoutOptions, MAX_SPAN,
 };
+pub use seeded::SplitMix64;
 pub use reference::{check, verdict, Op, Outcome, Verdict, MAX_ELEMS, MAX_OUT_BYTES};
 
 use ndgather::{ArrayView, IndexType, Mode, Validation};
