@@ -8,7 +8,8 @@ use std::fmt;
 pub struct OutOfRange {
     /// The offending value as stored in `indices` (wide enough for u64 and i64).
     pub value: i128,
-    /// Its position in `indices`: without the last axis for `gather_nd`.
+    /// Its position in `indices` (for `gather_nd`, the last coordinate is
+    /// its place in the tuple): `indices[position] == value`.
     pub position: Vec<usize>,
     /// For `gather_nd`, the whole index tuple the value belongs to.
     pub tuple: Option<Vec<i128>>,
@@ -16,7 +17,7 @@ pub struct OutOfRange {
     pub axis: usize,
     /// That axis' size.
     pub axis_size: usize,
-    /// The shape of `data`, for the message.
+    /// The shape of `data`.
     pub data_shape: Vec<usize>,
     /// Whether the operator lets negative indices count from the end.
     pub negatives_allowed: bool,
@@ -65,10 +66,15 @@ fn join<T: fmt::Display>(items: &[T]) -> String {
 
 impl fmt::Display for OutOfRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let position = if self.position.is_empty() {
+        // A `gather_nd` message names the tuple's position, then the tuple.
+        let tuple_axes = match (&self.tuple, self.position.split_last()) {
+            (Some(_), Some((_, rest))) => rest,
+            _ => &self.position[..],
+        };
+        let position = if tuple_axes.is_empty() {
             "()".to_string()
         } else {
-            join(&self.position)
+            join(tuple_axes)
         };
         write!(
             f,
@@ -110,7 +116,7 @@ mod tests {
     fn out_of_range_message_names_everything() {
         let e = OutOfRange {
             value: 7,
-            position: vec![1, 0],
+            position: vec![1, 0, 1],
             tuple: Some(vec![0, 7]),
             axis: 1,
             axis_size: 3,

@@ -290,9 +290,13 @@ impl Plan<'_> {
             )
         };
         let axis = self.tuple[j];
+        let mut position = unravel(row, &positions);
+        if self.is_nd {
+            position.push(j); // the value's place along the last axis
+        }
         OutOfRange {
             value: read(j),
-            position: unravel(row, &positions),
+            position,
             tuple: self
                 .is_nd
                 .then(|| (0..self.tuple.len()).map(read).collect()),

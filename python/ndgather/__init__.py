@@ -19,9 +19,11 @@ from ndgather._core import (
     set_pool_limit,
 )
 from ndgather._environment import apply_environment
+from ndgather._errors import GatherIndexError
 
 __all__ = [
     "MAX_THREADS",
+    "GatherIndexError",
     "__version__",
     "gather",
     "gather_nd",

@@ -1,7 +1,10 @@
+from collections.abc import Sequence
 from typing import Any, Literal, SupportsIndex
 
 import numpy as np
 import numpy.typing as npt
+
+from ndgather._errors import GatherIndexError
 
 __version__: str
 MAX_THREADS: int
@@ -47,3 +50,12 @@ def set_pool_limit(nbytes: SupportsIndex) -> None: ...
 def get_pool_limit() -> int: ...
 def pool_bytes() -> int: ...
 def release_pool() -> int: ...
+def out_of_range_error(
+    value: int,
+    position: Sequence[int],
+    index_tuple: Sequence[int] | None,
+    axis: int,
+    axis_size: int,
+    data_shape: Sequence[int],
+    negatives_allowed: bool,
+) -> GatherIndexError: ...

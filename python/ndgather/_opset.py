@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ndgather import _core
+from ndgather._errors import GatherIndexError
 
 Array = np.ndarray[Any, Any]
 
@@ -92,7 +93,10 @@ def check_attribute(op: str, name: str, value: int, low: int, high: int) -> int:
 
 
 def _renamed(op: str, error: Exception) -> Exception:
-    renamed = type(error)(f"{op}: {error}")
+    message = f"{op}: {error}"
+    if isinstance(error, GatherIndexError):  # same class, same attributes
+        return error._with_message(message)
+    renamed = type(error)(message)
     renamed.__cause__ = None
     return renamed
 

@@ -30,7 +30,6 @@ import contextlib
 import functools
 import math
 import operator
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -132,26 +131,30 @@ def _patched(message: str, replacements: Sequence[tuple[str, str]]) -> str:
     return message
 
 
-def _index_error(spec: _Spec, indices: Array, offset: Sequence[int] = ()) -> IndexError | None:
+def _index_error(
+    spec: _Spec, indices: Array, offset: Sequence[int] = ()
+) -> ndgather.GatherIndexError | None:
     """The in-memory function's ``IndexError`` for ``indices`` (a chunk starting at
     ``offset`` of the whole), or ``None`` when every index is valid."""
     batch_extent = indices.shape[: spec.batch]
     stand = spec.stand_in_shape(batch_extent)
     try:
         _call(spec, _stand_in(stand), indices, spec.mode)
-    except IndexError as exc:
-        message = _patched(
-            str(exc), [(f"(data shape {_fmt(stand)})", f"(data shape {_fmt(spec.data_shape)})")]
+    except ndgather.GatherIndexError as exc:
+        # The stand-in's error, moved to the whole ``indices`` and the whole ``data``; the
+        # core makes the message. A gather_nd position ends with the place in the tuple,
+        # which the offset (over the tuple axes) does not move.
+        position = tuple(p + o for p, o in zip(exc.position, offset, strict=False))
+        position += exc.position[len(position) :]
+        return ndgather._core.out_of_range_error(
+            exc.value,
+            position,
+            exc._index_tuple,
+            exc.axis,
+            exc.axis_size,
+            spec.data_shape,
+            exc._negatives_allowed,
         )
-        if any(offset):
-            match = re.search(r"at indices\[([^\]]*)\]", message)
-            if match and match.group(1) != "()":
-                where = [
-                    int(p) + o for p, o in zip(match.group(1).split(","), offset, strict=False)
-                ]
-                position = ", ".join(map(str, where))
-                message = message[: match.start(1)] + position + message[match.end(1) :]
-        return IndexError(message)
     return None
 
 

@@ -15,12 +15,15 @@ use pyo3::types::{PyModule, PyType};
 use pyo3::PyTypeInfo;
 
 use super::arrays::numpy_asarray;
+use super::errors::gather_index_error;
 
 /// Fills every lazily filled cell a call of `module`'s functions may read.
 pub(crate) fn fill(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     // Ours: `numpy.asarray`, for inputs that are not arrays.
     numpy_asarray(py)?;
+    // Ours: the class of an out-of-range index's exception.
+    gather_index_error(py)?;
     // rust-numpy's: NumPy's C API table (`PY_ARRAY_API`), the names of the
     // modules it comes from, and NumPy's C API version; every array check,
     // dtype query and new array reads them.

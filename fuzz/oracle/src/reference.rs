@@ -240,7 +240,8 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Expected 
                     .collect();
                 match (0..k).find(|&j| fails(tuple[j], ds[b + j])) {
                     Some(j) => {
-                        first_bad = Some(bad(tuple[j], row.to_vec(), Some(tuple), b + j));
+                        let position = [row, &[j]].concat();
+                        first_bad = Some(bad(tuple[j], position, Some(tuple), b + j));
                         false
                     }
                     None => true,
