@@ -11,10 +11,7 @@ use arbitrary::Unstructured;
 /// Turns `bytes` into one call and checks it: how it ended (none if the
 /// bytes make no call).
 pub fn run(bytes: &[u8]) -> Vec<Outcome> {
-    let mut outcomes = Vec::new();
-    // An error only means the bytes ran out in a way that makes no call.
-    let _ = generate(&mut Unstructured::new(bytes), &mut outcomes);
-    outcomes
+    crate::outcomes_of(bytes, generate)
 }
 
 fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary::Result<()> {

@@ -188,3 +188,15 @@ impl Exec {
         }
     }
 }
+
+/// Runs a target's generator over `bytes` and returns how each call it made
+/// ended. An error from the generator only means the bytes ran out in a way
+/// that makes no (further) call.
+pub(crate) fn outcomes_of(
+    bytes: &[u8],
+    generate: impl FnOnce(&mut arbitrary::Unstructured<'_>, &mut Vec<Outcome>) -> arbitrary::Result<()>,
+) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    let _ = generate(&mut arbitrary::Unstructured::new(bytes), &mut outcomes);
+    outcomes
+}

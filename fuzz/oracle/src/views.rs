@@ -15,10 +15,7 @@ use ndgather::{span, GatherError};
 /// (`gather_nd` and `gather`) and checks those: how the calls ended (none
 /// if the bytes run out before the calls are made).
 pub fn run(bytes: &[u8]) -> Vec<Outcome> {
-    let mut outcomes = Vec::new();
-    // An error only means the bytes ran out in a way that makes no call.
-    let _ = generate(&mut Unstructured::new(bytes), &mut outcomes);
-    outcomes
+    crate::outcomes_of(bytes, generate)
 }
 
 /// `span` in `i128`: `None` when a term or the extent does not fit `isize`.
