@@ -22,6 +22,7 @@ mod plan;
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pool;
+mod rows;
 mod threads;
 mod validate;
 mod walk;
@@ -38,6 +39,7 @@ pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Plan};
+pub use rows::{take_rows, Declined, RowId, MAX_ROW_IDS};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 
 /// Makes ndgather safe to use in a process that forks while other threads

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ndgather_oracle::{Outcome, SplitMix64};
 
-/// Inputs per target: a few seconds for all three in a debug build.
+/// Inputs per target: a few seconds for all four in a debug build.
 const INPUTS: u64 = 3000;
 
 /// Input `n` of a target: random bytes, mostly a few hundred (enough for
@@ -97,6 +97,20 @@ fn gather_nd_agrees_with_the_oracle() {
 fn gather_agrees_with_the_oracle() {
     let seen = replay("gather", ndgather_oracle::gather::run);
     assert_reaches("gather", &seen, &COMMON_OUTCOMES);
+}
+
+#[test]
+fn rows_agree_with_the_oracle() {
+    let seen = replay("rows", ndgather_oracle::rows::run);
+    assert_reaches(
+        "rows",
+        &seen,
+        &[
+            (Outcome::Exact, 1000),
+            (Outcome::OutOfRange, 300),
+            (Outcome::Declined, 20),
+        ],
+    );
 }
 
 #[test]

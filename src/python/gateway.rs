@@ -1,4 +1,5 @@
-//! The one way into a gather from Python: convert the inputs, plan, get an
+//! The one way into a gather from Python: the row path for a short list of
+//! ids (`rows`) if it takes the call; else convert the inputs, plan, get an
 //! output, release the GIL, run the kernel, convert the error.
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -7,6 +8,7 @@ use pyo3::prelude::*;
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
 use super::objects::{assign, own_copied_references};
+use super::rows::try_take_rows;
 use crate::{
     num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Plan, Validation,
 };
@@ -38,6 +40,11 @@ pub(crate) fn gather<'py>(
             rules.mode
         ))
     })?;
+    if mode == Mode::Raise && rules.wrap_negative {
+        if let Some(result) = try_take_rows(data, indices, &op, out)? {
+            return Ok(result);
+        }
+    }
     let data = data_array(data)?;
     let (indices, index_type) = index_array(indices)?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
@@ -83,7 +90,7 @@ pub(crate) fn gather<'py>(
 /// threads gain nothing from a gap that short (Python switches threads
 /// every 5 ms) while, under contention, retaking it can queue the call
 /// behind them.
-const DETACH_MIN_BYTES: usize = 64 * 1024;
+pub(crate) const DETACH_MIN_BYTES: usize = 64 * 1024;
 
 /// Runs a copy with the GIL released, so other Python threads go on,
 /// unless the call is too small for that to matter.

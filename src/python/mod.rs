@@ -7,6 +7,7 @@ mod cells;
 mod errors;
 mod gateway;
 mod objects;
+mod rows;
 
 use pyo3::prelude::*;
 

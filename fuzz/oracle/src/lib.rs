@@ -2,7 +2,7 @@
 //! generators of the calls the core is checked on against them (arrays of
 //! any geometry, built from arbitrary bytes).
 //!
-//! Each of [`gather_nd`], [`gather`] and [`views`] turns one input (a byte
+//! Each of [`gather_nd`], [`gather`], [`views`] and [`rows`] turns one input (a byte
 //! string) into calls with the generators of `generate.rs`, makes them and
 //! checks them with [`check`] (`reference.rs`). The
 //! cargo-fuzz targets in `fuzz/fuzz_targets/` feed them the fuzzer's bytes
@@ -21,6 +21,7 @@
 
 pub mod gather;
 pub mod gather_nd;
+pub mod rows;
 pub mod views;
 
 mod generate;
@@ -32,7 +33,7 @@ pub use generate::{
     LayoutOptions, MAX_SPAN,
 };
 pub use seeded::SplitMix64;
-pub use reference::{check, verdict, Op, Outcome, Verdict, MAX_ELEMS, MAX_OUT_BYTES};
+pub use reference::{check, check_rows, verdict, Op, Outcome, Verdict, MAX_ELEMS, MAX_OUT_BYTES};
 
 use ndgather::{ArrayView, IndexType, Mode, Validation};
 

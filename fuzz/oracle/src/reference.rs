@@ -333,6 +333,9 @@ pub enum Outcome {
     Exact,
     /// Executed: both found the same first bad index.
     OutOfRange,
+    /// The row path declined a valid call outside what it takes (no ids,
+    /// more than `MAX_ROW_IDS`, empty rows), its output untouched.
+    Declined,
 }
 
 /// Plans and executes `call` as `op` and checks "error or exact result"
@@ -405,5 +408,61 @@ pub fn check(call: &Call, op: Op) -> Outcome {
         }
         (Expected::Bytes(_), got) => panic!("reference succeeds, core says {got:?}"),
         (Expected::Bad(want), got) => panic!("reference finds {want}, core says {got:?}"),
+    }
+}
+
+/// Runs `call` (`gather` on axis 0 with `mode="raise"` from a C-contiguous
+/// table, by C-contiguous `int32` or `int64` ids: what the row path serves)
+/// through `ndgather::take_rows` and checks it against the references: the
+/// reference's bytes; or, declined with the output untouched, a bad index
+/// the reference finds too, or a call the path does not take.
+pub fn check_rows(call: &Call) -> Outcome {
+    if std::env::var_os("NDGATHER_FUZZ_DEBUG").is_some() {
+        eprintln!("rows {}", call.describe());
+    }
+    let op = Op::Gather {
+        axis: 0,
+        batch_dims: 0,
+    };
+    let (Planned::Ok { out_shape }, _, Some(attrs)) = plan_reference(call, op) else {
+        panic!("the row generator made a call the reference refuses");
+    };
+    let (data, ids) = (&call.data, &call.indices);
+    let row_bytes = data.shape[1..].iter().product::<usize>() * data.itemsize;
+    let table = &data.bytes[data.offset..][..data.shape[0] * row_bytes];
+    let values = ids.bytes[ids.offset..]
+        .chunks_exact(ids.itemsize)
+        .take(ids.shape[0])
+        .map(|b| load(call.index_type, b));
+    let mut out = vec![UNTOUCHED; ids.shape[0] * row_bytes];
+    let got = match call.index_type {
+        IndexType::I32 => {
+            let ids: Vec<i32> = values.map(|v| v as i32).collect();
+            ndgather::take_rows(table, row_bytes, &ids, &mut out)
+        }
+        IndexType::I64 => {
+            let ids: Vec<i64> = values.map(|v| v as i64).collect();
+            ndgather::take_rows(table, row_bytes, &ids, &mut out)
+        }
+        other => panic!("the row path reads no {other:?} ids"),
+    };
+    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&ids.shape[0]) && row_bytes > 0;
+    let untouched = out.iter().all(|&b| b == UNTOUCHED);
+    match (result_reference(call, attrs, &out_shape), got) {
+        (Expected::Bytes(want), Ok(())) => {
+            assert!(takes, "the row path took a call outside its limits");
+            assert!(out == want, "row path: wrong bytes");
+            Outcome::Exact
+        }
+        (Expected::Bytes(_), Err(_)) => {
+            assert!(!takes, "the row path declined a valid call it takes");
+            assert!(untouched, "the row path wrote before declining");
+            Outcome::Declined
+        }
+        (Expected::Bad(_), Err(_)) => {
+            assert!(untouched, "the row path wrote before a bad index");
+            Outcome::OutOfRange
+        }
+        (Expected::Bad(want), Ok(())) => panic!("the row path copied past the bad index {want}"),
     }
 }

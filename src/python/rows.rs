@@ -1,0 +1,133 @@
+//! The service path's bindings: a short list of `int32`/`int64` ids taking
+//! whole rows of a C-contiguous table (see the core's `rows`), tried before
+//! the general path and giving way to it at the first thing it does not
+//! take. It raises nothing of its own: every error, in its usual order and
+//! words, comes from the general path.
+
+use numpy::npyffi;
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use smallvec::SmallVec;
+
+use super::args::Int64;
+use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
+use super::gateway::{Op, DETACH_MIN_BYTES};
+use crate::{take_rows, RowId, MAX_ROW_IDS};
+
+/// The result of `op` on `data` and `indices` (with `mode="raise"`,
+/// negatives counting from the end) if the row path takes it, else `None`
+/// with `out` untouched.
+pub(crate) fn try_take_rows<'py>(
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    op: &Op,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (Ok(table), Ok(ids)) = (
+        data.cast::<PyUntypedArray>(),
+        indices.cast::<PyUntypedArray>(),
+    ) else {
+        return Ok(None);
+    };
+    let ids_shape = ids.shape();
+    // The axes of the result the ids make: for GatherND, tuples of one index.
+    let lead = match op {
+        Op::Gather {
+            axis: Int64::Fits(0),
+            batch_dims: Int64::Fits(0),
+        } => ids_shape,
+        Op::GatherNd {
+            batch_dims: Int64::Fits(0),
+        } if ids_shape.last() == Some(&1) => &ids_shape[..ids_shape.len() - 1],
+        _ => return Ok(None),
+    };
+    let dtype = table.dtype();
+    let (Some((&n_rows, row_shape)), false) = (table.shape().split_first(), dtype.has_object())
+    else {
+        return Ok(None);
+    };
+    let row_bytes = row_shape
+        .iter()
+        .try_fold(dtype.itemsize(), |acc, &n| acc.checked_mul(n));
+    let count = ids.len();
+    let Some(row_bytes) = row_bytes else {
+        return Ok(None);
+    };
+    if n_rows == 0
+        || count == 0
+        || count > MAX_ROW_IDS
+        || count.saturating_mul(row_bytes) >= DETACH_MIN_BYTES
+        || !table.is_c_contiguous()
+        || !plain_ids(ids)
+    {
+        return Ok(None);
+    }
+    let shape: SmallVec<[usize; 8]> = lead.iter().chain(row_shape).copied().collect();
+    let (table_ptr, table_len) = raw_bytes(table);
+    // SAFETY: a C-contiguous array's `len * itemsize` bytes lie one after
+    // the other from its data pointer, and the array is alive for this call.
+    let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr.cast_const(), table_len) };
+    let py = data.py();
+    let Some(out) = out else {
+        let result = new_output(py, &dtype, &shape, count * row_bytes)?;
+        // SAFETY: the array was just made; nothing else refers to its buffer.
+        let buf = unsafe { bytes_mut(&result) };
+        return Ok(take(table_bytes, row_bytes, ids, buf).then(|| result.into_any()));
+    };
+    let Ok(target) = check_out(out, &dtype, &shape) else {
+        return Ok(None);
+    };
+    if meets(&target, table) || meets(&target, ids) {
+        return Ok(None);
+    }
+    // SAFETY: `target` is C-contiguous and writeable (check_out) and shares
+    // no byte with `table` or `ids`, the only other memory read here.
+    let buf = unsafe { bytes_mut(&target) };
+    Ok(take(table_bytes, row_bytes, ids, buf).then(|| out.clone()))
+}
+
+/// Whether `ids` is a native, aligned, C-contiguous `int32` or `int64` array:
+/// readable as a Rust slice of its type.
+fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
+    let dtype = ids.dtype();
+    // SAFETY: reading the flags of a live array.
+    let flags = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(ids.as_array_ptr())).flags };
+    let wanted = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
+    flags & wanted == wanted
+        && dtype.kind() == b'i'
+        && matches!(dtype.itemsize(), 4 | 8)
+        && dtype.is_native_byteorder() != Some(false)
+}
+
+/// The rows, by ids of their own type; whether the row path took them.
+fn take(table: &[u8], row_bytes: usize, ids: &Bound<'_, PyUntypedArray>, out: &mut [u8]) -> bool {
+    fn typed<I: RowId>(
+        table: &[u8],
+        row_bytes: usize,
+        ids: &Bound<'_, PyUntypedArray>,
+        out: &mut [u8],
+    ) -> bool {
+        let (ptr, len) = raw_bytes(ids);
+        // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
+        // array of `I` (kind 'i', this itemsize, native order): `len` bytes
+        // of `I`s from its data pointer, alive for this call. The GIL is held
+        // throughout, and `out` shares no byte with it.
+        let ids = unsafe {
+            std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
+        };
+        take_rows(table, row_bytes, ids, out).is_ok()
+    }
+    if ids.dtype().itemsize() == 8 {
+        typed::<i64>(table, row_bytes, ids, out)
+    } else {
+        typed::<i32>(table, row_bytes, ids, out)
+    }
+}
+
+/// Whether the buffers of two C-contiguous arrays share a byte; addresses
+/// compared as numbers, with no reference made to either's memory.
+fn meets(a: &Bound<'_, PyUntypedArray>, b: &Bound<'_, PyUntypedArray>) -> bool {
+    let range = |(start, len): (*mut u8, usize)| start.addr()..start.addr().saturating_add(len);
+    let (ra, rb) = (range(raw_bytes(a)), range(raw_bytes(b)));
+    !ra.is_empty() && !rb.is_empty() && ra.start < rb.end && rb.start < ra.end
+}

@@ -1,0 +1,184 @@
+//! The service path: whole rows of a table, by a short list of ids, with no
+//! plan. A Python service gathers a request's few ids from a large table
+//! on every call; for 1 to a few hundred rows, planning the general walk
+//! costs more than the copy (about 1,700 instructions of a 4,400-instruction
+//! call of one row, by callgrind), and the rows' cache misses, taken one
+//! after the other, cost more than both. Here the ids are resolved into a
+//! small array on the stack while every row is requested into L2, then the
+//! rows are copied: all their misses are in flight at once. (In-process A/B
+//! on the 2-core EPYC VM, against `ndarray.take` from a 512 MiB table, six
+//! runs: 64 ids of 512 bytes took 0.45-0.49x take's time this way, 0.76-0.81x
+//! with the general kernel's prefetch of a few rows ahead into L1, 0.57-0.67x
+//! twice as far ahead into L2; 8 ids 0.57-0.82x against 0.90.)
+//!
+//! Only the plain case is taken: the table's rows contiguous, the ids
+//! `i32` or `i64` counting from the end when negative (what
+//! `gather(table, ids)` and `gather_nd(table, ids[:, None])` mean with
+//! `mode="raise"`). Anything else, and any id out of range, is
+//! [`Declined`]: the caller runs the general path, which gives every
+//! answer and every error its full form.
+
+use smallvec::SmallVec;
+
+/// At most this many ids take the row path; longer lists are planned (they
+/// also leave the GIL and split over threads, which this path never does).
+/// Their offsets live on the stack (at most 2 KiB), and the callers keep
+/// their rows under 64 KiB, which L2 holds.
+pub const MAX_ROW_IDS: usize = 256;
+
+/// Index types the row path reads: NumPy's default integers.
+pub trait RowId: Copy {
+    /// The id as a signed 64-bit value.
+    fn get(self) -> i64;
+}
+
+impl RowId for i64 {
+    #[inline(always)]
+    fn get(self) -> i64 {
+        self
+    }
+}
+
+impl RowId for i32 {
+    #[inline(always)]
+    fn get(self) -> i64 {
+        i64::from(self)
+    }
+}
+
+/// The row path did not run, and `out` was not written: an id lies outside
+/// `[-rows, rows)`, there are more than [`MAX_ROW_IDS`] ids or none, or the
+/// sizes do not describe whole rows. The general path takes the call.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Declined;
+
+/// Copies row `ids[k]` of `table` (rows of `row_bytes` bytes, one after the
+/// other) into `out[k * row_bytes..][..row_bytes]`, for every `k`; negative
+/// ids count from the end. Every id is read once and checked before
+/// anything is written: on [`Declined`], `out` is untouched.
+pub fn take_rows<I: RowId>(
+    table: &[u8],
+    row_bytes: usize,
+    ids: &[I],
+    out: &mut [u8],
+) -> Result<(), Declined> {
+    if row_bytes == 0
+        || ids.is_empty()
+        || ids.len() > MAX_ROW_IDS
+        || table.len() % row_bytes != 0
+        || Some(out.len()) != ids.len().checked_mul(row_bytes)
+    {
+        return Err(Declined);
+    }
+    let rows = (table.len() / row_bytes) as i64; // a slice holds < 2^63 bytes
+                                                 // Left uninitialised until pushed: zeroing 2 KiB would cost a one-row
+                                                 // call more than its copy.
+    let mut offsets = SmallVec::<[usize; MAX_ROW_IDS]>::new();
+    for id in ids {
+        let id = id.get();
+        let row = if id < 0 { id + rows } else { id };
+        if !(0..rows).contains(&row) {
+            return Err(Declined);
+        }
+        // In range, so the product is below `table.len()`.
+        let offset = row as usize * row_bytes;
+        prefetch_to_l2(&table[offset..offset + row_bytes]);
+        offsets.push(offset);
+    }
+    for (dst, &from) in out.chunks_exact_mut(row_bytes).zip(&offsets) {
+        dst.copy_from_slice(&table[from..from + row_bytes]);
+    }
+    Ok(())
+}
+
+/// Asks for every cache line of `row` to be brought into L2 (a hint: it
+/// reads nothing architecturally). L2 rather than L1: the core tracks more
+/// misses in flight to L2, and L1 could not hold 64 KiB of rows anyway.
+#[inline(always)]
+fn prefetch_to_l2(row: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let Some(last) = row.len().checked_sub(1) else {
+            return;
+        };
+        let p = row.as_ptr();
+        // Every 64 bytes, and the last byte: a row that does not start on a
+        // line ends on one more line than its length needs.
+        for at in (0..last).step_by(64).chain([last]) {
+            // SAFETY: `at` is inside `row`; and a prefetch never faults.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(p.add(at).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(rows: usize, row_bytes: usize) -> Vec<u8> {
+        (0..rows * row_bytes)
+            .map(|b| (b * 7 + b / 251) as u8)
+            .collect()
+    }
+
+    fn naive(table: &[u8], row_bytes: usize, ids: &[i64]) -> Vec<u8> {
+        let rows = (table.len() / row_bytes) as i64;
+        ids.iter()
+            .flat_map(|&id| {
+                let r = (if id < 0 { id + rows } else { id }) as usize;
+                table[r * row_bytes..(r + 1) * row_bytes].to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn copies_the_rows_named_negatives_from_the_end() {
+        for row_bytes in [1, 3, 4, 60, 64, 128, 512, 4096] {
+            let t = table(37, row_bytes);
+            let ids: Vec<i64> = vec![0, 36, -1, -37, 5, 5, 20];
+            let mut out = vec![0xAA; ids.len() * row_bytes];
+            assert_eq!(take_rows(&t, row_bytes, &ids, &mut out), Ok(()));
+            assert_eq!(out, naive(&t, row_bytes, &ids));
+            let ids32: Vec<i32> = ids.iter().map(|&i| i as i32).collect();
+            let mut out32 = vec![0x55; out.len()];
+            assert_eq!(take_rows(&t, row_bytes, &ids32, &mut out32), Ok(()));
+            assert_eq!(out32, out);
+        }
+    }
+
+    #[test]
+    fn an_id_out_of_range_anywhere_leaves_out_untouched() {
+        let t = table(10, 8);
+        for bad in [10, -11, i64::MAX, i64::MIN] {
+            for at in [0, 3, MAX_ROW_IDS - 1] {
+                let mut ids = vec![1i64; MAX_ROW_IDS];
+                ids[at] = bad;
+                let mut out = vec![0xAA; ids.len() * 8];
+                assert_eq!(take_rows(&t, 8, &ids, &mut out), Err(Declined));
+                assert!(out.iter().all(|&b| b == 0xAA));
+            }
+        }
+        let ids = [i32::MIN, 0];
+        let mut out = vec![0xAA; 16];
+        assert_eq!(take_rows(&t, 8, &ids, &mut out), Err(Declined));
+    }
+
+    #[test]
+    fn declines_what_is_not_a_short_list_of_whole_rows() {
+        let t = table(10, 8);
+        let mut out = vec![0; 8 * (MAX_ROW_IDS + 1)];
+        let many = vec![0i64; MAX_ROW_IDS + 1];
+        assert_eq!(take_rows(&t, 8, &many, &mut out), Err(Declined));
+        assert_eq!(take_rows::<i64>(&t, 8, &[], &mut []), Err(Declined));
+        assert_eq!(take_rows(&t, 0, &[0i64], &mut []), Err(Declined));
+        assert_eq!(
+            take_rows(&t[..79], 8, &[0i64], &mut out[..8]),
+            Err(Declined)
+        );
+        assert_eq!(take_rows(&t, 8, &[0i64], &mut out[..9]), Err(Declined));
+        assert_eq!(take_rows(&[], 8, &[0i64], &mut out[..8]), Err(Declined));
+    }
+}

@@ -1,0 +1,195 @@
+"""The row path: ``gather(table, ids)`` and ``gather_nd(table, ids[..., None])`` with a short
+list of native ``int32``/``int64`` ids, a C-contiguous table and ``mode="raise"`` skip the
+planner (src/rows.rs). Whatever it takes, it must answer as the general path does: the
+same bytes as NumPy's ``take``, the same errors with the same attributes, ``out`` untouched
+on an error; and what it declines (long lists, large rows, other layouts and index types, an
+``out`` over the inputs) must still be right."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ndgather
+import numpy as np
+import pytest
+
+Array = np.ndarray[Any, Any]
+
+RNG = np.random.default_rng(20261124)
+
+
+def table(shape: tuple[int, ...], dtype: Any = np.float32) -> Array:
+    raw = RNG.integers(0, 256, size=int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def same_bytes(got: Array, want: Array) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("count", [1, 2, 7, 8, 64, 255, 256, 257, 600])
+@pytest.mark.parametrize("row", [(), (1,), (3,), (15,), (128,), (4, 33)])
+def test_rows_by_ids_equal_take(index_dtype: Any, count: int, row: tuple[int, ...]) -> None:
+    data = table((50, *row))
+    ids = RNG.integers(-50, 50, size=count).astype(index_dtype)
+    want = np.take(data, ids, axis=0)
+    same_bytes(ndgather.gather(data, ids), want)
+    same_bytes(ndgather.gather_nd(data, ids[:, None]), want)
+    out = np.full_like(want, 7)
+    assert ndgather.gather(data, ids, out=out) is out
+    same_bytes(out, want)
+    out = np.full_like(want, 7)
+    assert ndgather.gather_nd(data, ids[:, None], out=out) is out
+    same_bytes(out, want)
+
+
+@pytest.mark.parametrize(
+    "ids_shape", [(), (1,), (2, 3), (4, 1, 2), (0,), (3, 0)], ids=lambda s: f"ids{s}"
+)
+def test_the_ids_shape_leads_the_result(ids_shape: tuple[int, ...]) -> None:
+    data = table((9, 2, 5), np.int16)
+    ids = RNG.integers(-9, 9, size=ids_shape).astype(np.int64)
+    same_bytes(ndgather.gather(data, ids), np.take(data, ids, axis=0))
+    same_bytes(ndgather.gather_nd(data, ids[..., None]), np.take(data, ids, axis=0))
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [np.bool_, np.int8, np.uint16, ">f4", "<c16", "V3", "S5", "U2", np.dtype("i1,>f8", align=True)],
+    ids=str,
+)
+def test_every_plain_dtype_and_byte_order(dtype: Any) -> None:
+    data = table((20, 3), dtype)
+    ids = np.array([19, 0, -1, 7], dtype=np.int64)
+    want = np.take(data, ids, axis=0)
+    same_bytes(ndgather.gather(data, ids), want)
+    assert ndgather.gather(data, ids).dtype == data.dtype
+
+
+def test_objects_are_referenced_not_copied_as_bytes() -> None:
+    items = [object() for _ in range(6)]
+    data = np.empty(6, dtype=object)
+    data[:] = items
+    got = ndgather.gather(data, np.array([5, 5, 0], dtype=np.int64))
+    assert [id(x) for x in got] == [id(items[5]), id(items[5]), id(items[0])]
+
+
+@pytest.mark.parametrize(
+    "make_ids",
+    [
+        lambda a: a.astype(np.int16),
+        lambda a: a.astype(np.uint32),
+        lambda a: a.astype(">i8"),
+        lambda a: np.repeat(a, 2)[::2],  # strided
+        lambda a: a.tolist(),
+        lambda a: np.frombuffer(b"\0" + a.astype(np.int64).tobytes(), np.int64, offset=1),
+    ],
+    ids=["int16", "uint32", "big-endian", "strided", "list", "unaligned"],
+)
+def test_ids_the_path_declines_give_the_same_rows(make_ids: Any) -> None:
+    data = table((30, 4))
+    ids = np.array([3, 28, 29, 3, 0], dtype=np.int64)  # no negatives: uint32 is a case
+    same_bytes(ndgather.gather(data, make_ids(ids)), np.take(data, ids, axis=0))
+
+
+@pytest.mark.parametrize(
+    "make_data",
+    [
+        lambda t: t[:, ::2],
+        lambda t: t[::2],
+        lambda t: np.asfortranarray(t),
+        lambda t: t[::-1],
+    ],
+    ids=["strided-rows", "every-other-row", "fortran", "reversed"],
+)
+def test_tables_the_path_declines_give_the_same_rows(make_data: Any) -> None:
+    data = make_data(table((40, 6)))
+    ids = np.array([1, -1, 5, 19], dtype=np.int32)
+    same_bytes(ndgather.gather(data, ids), np.take(data, ids, axis=0))
+
+
+@pytest.mark.parametrize("bad_at", [0, 3, 255])
+@pytest.mark.parametrize("bad", [30, -31, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_an_id_out_of_range_raises_as_the_general_path_does(
+    bad_at: int, bad: int, index_dtype: Any
+) -> None:
+    data = table((30, 4))
+    ids = np.zeros(256, dtype=index_dtype)
+    ids[bad_at] = bad
+    general = np.repeat(ids, 2)[::2]  # the same ids, strided: the general path takes them
+    assert not general.flags.c_contiguous and (general == ids).all()
+    for op, fast, slow in (
+        (ndgather.gather, ids, general),
+        (ndgather.gather_nd, ids[:, None], general[:, None]),
+    ):
+        with pytest.raises(ndgather.GatherIndexError) as expected:
+            op(data, slow)
+        for out in (None, np.full((256, 4), 7, dtype=np.float32)):
+            with pytest.raises(ndgather.GatherIndexError) as got:
+                op(data, fast, out=out)
+            assert str(got.value) == str(expected.value)
+            assert got.value.position == expected.value.position
+            assert got.value.value == bad and got.value.axis == 0 and got.value.axis_size == 30
+            assert got.value.position[0] == bad_at
+            assert out is None or (out == 7).all(), "out written before the error"
+
+
+def test_mode_and_attributes_other_than_the_plain_call_keep_their_meaning() -> None:
+    data = table((10, 3))
+    ids = np.array([12, -11, 4], dtype=np.int64)
+    clipped = np.take(data, np.clip(np.where(ids < 0, ids + 10, ids), 0, 9), axis=0)
+    same_bytes(ndgather.gather(data, ids, mode="clip"), clipped)
+    zero = ndgather.gather(data, ids, mode="zero")
+    assert (zero[:2] == 0).all() and (zero[2] == data[4]).all()
+    same_bytes(ndgather.gather(data, ids[:1] % 3, axis=1), np.take(data, ids[:1] % 3, axis=1))
+    same_bytes(ndgather.gather(data, ids % 10, axis=-2), np.take(data, ids % 10, axis=0))
+    with pytest.raises(ValueError):
+        ndgather.gather(data, ids % 10, batch_dims=1)
+    pairs = np.array([[1, 2], [9, 0]], dtype=np.int64)
+    same_bytes(ndgather.gather_nd(data, pairs), data[pairs[:, 0], pairs[:, 1]])
+
+
+def test_an_out_over_the_table_or_the_ids_gets_the_rows_read_before_writing() -> None:
+    data = np.arange(48, dtype=np.int64).reshape(12, 4)
+    ids = np.array([11, 10, 9], dtype=np.int64)
+    want = np.take(data, ids, axis=0)
+    ndgather.gather(data, ids, out=data[:3])  # out is rows 0..2 of data itself
+    same_bytes(data[:3], want)
+    flat = np.arange(8, dtype=np.int64)
+    ids = flat[:2]  # ids are the first two elements of both table and out
+    ndgather.gather(flat, ids, out=flat[:2])
+    same_bytes(flat[:2], np.array([0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("bad_out", "error"),
+    [
+        (np.empty((3, 4), np.float64), TypeError),
+        (np.empty((4, 4), np.float32), ValueError),
+        (np.empty((4, 3), np.float32).T, ValueError),
+        ([[0.0] * 4] * 3, TypeError),
+    ],
+    ids=["dtype", "shape", "layout", "list"],
+)
+def test_a_wrong_out_is_refused_as_before(bad_out: Any, error: type[Exception]) -> None:
+    data = table((10, 4))
+    with pytest.raises(error):
+        ndgather.gather(data, np.array([1, 2, 3], dtype=np.int64), out=bad_out)
+    readonly = np.empty((3, 4), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        ndgather.gather(data, np.array([1, 2, 3], dtype=np.int64), out=readonly)
+
+
+def test_an_empty_table_and_empty_rows() -> None:
+    with pytest.raises(ndgather.GatherIndexError):
+        ndgather.gather(np.empty((0, 3), np.float32), np.array([0], dtype=np.int64))
+    same_bytes(
+        ndgather.gather(np.empty((5, 0), np.float32), np.array([4, -5], dtype=np.int64)),
+        np.empty((2, 0), np.float32),
+    )
+    with pytest.raises(ndgather.GatherIndexError):
+        ndgather.gather(np.empty((5, 0), np.float32), np.array([5], dtype=np.int64))
