@@ -6,6 +6,7 @@
 
 use std::ptr;
 
+use crate::convert::convert_block;
 use crate::layout::SliceLayout;
 use crate::offsets::ZERO_FILL;
 use crate::plan::Plan;
@@ -22,7 +23,7 @@ const PREFETCH_LINES: usize = 32;
 /// about [`PREFETCH_LINES`] lines are in flight (a slice that does not start
 /// on a line touches one more line than its width needs).
 #[inline(always)]
-fn prefetch_rows(width: usize) -> usize {
+pub(crate) fn prefetch_rows(width: usize) -> usize {
     (PREFETCH_LINES / (width.min(PREFETCH_MAX) / 64 + 1)).max(2)
 }
 
@@ -34,7 +35,7 @@ const PREFETCH_MAX: usize = 1024;
 /// for a zero-filled row, which only `ZERO` plans have). A hint only: never
 /// faults, whatever the address.
 #[inline(always)]
-fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
+pub(crate) fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -304,6 +305,11 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     // the pointer is within its bytes or one past them (an empty `data` has
     // only zero-filled rows).
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
+    if let Some(cast) = plan.cast {
+        // SAFETY: forwarded from the caller; `slice_bytes` counts the
+        // output type's bytes of a row.
+        return unsafe { convert_block::<ZERO>(plan, cast, src, offsets, dst) };
+    }
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {

@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 
+mod convert;
 mod copy;
 mod error;
 mod execute;
@@ -33,13 +34,14 @@ mod core_tests;
 #[cfg(feature = "python")]
 mod python;
 
+pub use convert::{Cast, Scalar};
 pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Plan};
-pub use rows::{take_rows, Declined, RowId, MAX_ROW_IDS};
+pub use rows::{take_rows, take_rows_as, Declined, RowId, MAX_ROW_IDS};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 
 /// Makes ndgather safe to use in a process that forks while other threads

@@ -11,7 +11,8 @@
 //! of `k` indices; `gather` rows are batch, outer (`data.shape[b:axis]`) and
 //! `indices.shape[b:]` axes with a tuple of one index.
 
-use crate::error::{fmt_tuple, Result};
+use crate::convert::Cast;
+use crate::error::{fmt_tuple, GatherError, Result};
 use crate::index::IndexType;
 use smallvec::SmallVec;
 
@@ -66,6 +67,9 @@ pub struct Plan<'a> {
     /// Whether `data` is too large for the caches, so that asking for the
     /// next rows' bytes ahead of time pays.
     pub(crate) prefetch: bool,
+    /// The conversion of every element on its way to the output (`dtype=`);
+    /// then `slice_bytes` and `out_bytes` count the output type's bytes.
+    pub(crate) cast: Option<Cast>,
 }
 
 /// Outputs from this size on bypass the cache (about the size of a server's
@@ -104,6 +108,39 @@ impl Plan<'_> {
     pub fn reject_negative_indices(mut self) -> Self {
         self.wrap_negative = false;
         self
+    }
+
+    /// Makes the plan convert each element with `cast` as it gathers: the
+    /// result holds `cast.to()` elements (`out_bytes` grows accordingly),
+    /// each equal to NumPy's `astype` of the element gathered. `data`'s
+    /// elements must be of `cast.from()`'s size.
+    pub fn with_cast(mut self, cast: Cast) -> Result<Self> {
+        let (from, to) = (cast.from().size(), cast.to().size());
+        if self.data.itemsize != from {
+            return Err(GatherError::InvalidArgument(format!(
+                "a cast from {:?} reads {from}-byte elements, but data's are {} bytes",
+                cast.from(),
+                self.data.itemsize
+            )));
+        }
+        let widen = |bytes: usize| {
+            (bytes / from)
+                .checked_mul(to)
+                .filter(|&b| b <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    GatherError::Overflow(format!(
+                        "the result as {:?} would hold more than {} bytes",
+                        cast.to(),
+                        isize::MAX
+                    ))
+                })
+        };
+        self.out_bytes = widen(self.out_bytes)?;
+        self.slice_bytes = widen(self.slice_bytes)?;
+        // The conversion writes through the cache (no streaming stores).
+        self.stream = false;
+        self.cast = Some(cast);
+        Ok(self)
     }
 
     /// Bytes a call moves: the result written plus the indices read.
@@ -374,6 +411,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         is_nd: p.is_nd,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
         wrap_negative: true,
+        cast: None,
     }
 }
 

@@ -20,6 +20,8 @@
 
 use smallvec::SmallVec;
 
+use crate::convert::Cast;
+
 /// At most this many ids take the row path; longer lists are planned (they
 /// also leave the GIL and split over threads, which this path never does).
 /// Their offsets live on the stack (at most 2 KiB), and the callers keep
@@ -62,17 +64,58 @@ pub fn take_rows<I: RowId>(
     ids: &[I],
     out: &mut [u8],
 ) -> Result<(), Declined> {
+    take_rows_with(table, row_bytes, row_bytes, ids, out, |src, dst| {
+        dst.copy_from_slice(src)
+    })
+}
+
+/// [`take_rows`] into a wider type (`dtype=`): each row, `row_bytes` of
+/// `cast.from()` elements, converted by `cast` into as many `cast.to()`
+/// elements in `out`.
+pub fn take_rows_as<I: RowId>(
+    table: &[u8],
+    row_bytes: usize,
+    ids: &[I],
+    out: &mut [u8],
+    cast: Cast,
+) -> Result<(), Declined> {
+    let (from, to) = (cast.from().size(), cast.to().size());
+    if row_bytes % from != 0 {
+        return Err(Declined);
+    }
+    let out_row = (row_bytes / from).checked_mul(to).ok_or(Declined)?;
+    take_rows_with(table, row_bytes, out_row, ids, out, |src, dst| {
+        // SAFETY: `src` is a row, `row_bytes / from` elements of the source
+        // type; `dst` its output row, as many of the output type; distinct
+        // slices.
+        unsafe { cast.run(src.as_ptr(), dst.as_mut_ptr(), src.len() / from) }
+    })
+}
+
+/// The row path with `copy` moving each row (`row_bytes` from `table`) to
+/// its output row (`out_row` bytes of `out`).
+#[inline(always)]
+fn take_rows_with<I: RowId>(
+    table: &[u8],
+    row_bytes: usize,
+    out_row: usize,
+    ids: &[I],
+    out: &mut [u8],
+    copy: impl Fn(&[u8], &mut [u8]),
+) -> Result<(), Declined> {
     if row_bytes == 0
+        || out_row == 0
         || ids.is_empty()
         || ids.len() > MAX_ROW_IDS
         || table.len() % row_bytes != 0
-        || Some(out.len()) != ids.len().checked_mul(row_bytes)
+        || Some(out.len()) != ids.len().checked_mul(out_row)
     {
         return Err(Declined);
     }
-    let rows = (table.len() / row_bytes) as i64; // a slice holds < 2^63 bytes
-                                                 // Left uninitialised until pushed: zeroing 2 KiB would cost a one-row
-                                                 // call more than its copy.
+    // A slice holds fewer than 2^63 bytes.
+    let rows = (table.len() / row_bytes) as i64;
+    // Left uninitialised until pushed: zeroing 2 KiB would cost a one-row
+    // call more than its copy.
     let mut offsets = SmallVec::<[usize; MAX_ROW_IDS]>::new();
     for id in ids {
         let id = id.get();
@@ -85,8 +128,8 @@ pub fn take_rows<I: RowId>(
         prefetch_to_l2(&table[offset..offset + row_bytes]);
         offsets.push(offset);
     }
-    for (dst, &from) in out.chunks_exact_mut(row_bytes).zip(&offsets) {
-        dst.copy_from_slice(&table[from..from + row_bytes]);
+    for (dst, &from) in out.chunks_exact_mut(out_row).zip(&offsets) {
+        copy(&table[from..from + row_bytes], dst);
     }
     Ok(())
 }
@@ -147,6 +190,23 @@ mod tests {
             assert_eq!(take_rows(&t, row_bytes, &ids32, &mut out32), Ok(()));
             assert_eq!(out32, out);
         }
+    }
+
+    #[test]
+    fn rows_convert_on_their_way() {
+        let t: Vec<u8> = (0..40i8).flat_map(|v| v.to_ne_bytes()).collect(); // 10 rows of 4 int8
+        let cast = Cast::new(crate::Scalar::I8, false, crate::Scalar::I32, false).unwrap();
+        let mut out = vec![0u8; 2 * 4 * 4];
+        assert_eq!(take_rows_as(&t, 4, &[9i64, -10], &mut out, cast), Ok(()));
+        let got: Vec<i32> = out
+            .chunks(4)
+            .map(|b| i32::from_ne_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, [36, 37, 38, 39, 0, 1, 2, 3]);
+        assert_eq!(
+            take_rows_as(&t, 4, &[10i64], &mut out[..16], cast),
+            Err(Declined)
+        );
     }
 
     #[test]

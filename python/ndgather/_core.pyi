@@ -19,6 +19,7 @@ def gather_nd(
     *,
     mode: _Mode = "raise",
     out: np.ndarray[Any, Any] | None = None,
+    dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray[Any, Any]: ...
 def gather(
     data: npt.ArrayLike,
@@ -28,6 +29,7 @@ def gather(
     *,
     mode: _Mode = "raise",
     out: np.ndarray[Any, Any] | None = None,
+    dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray[Any, Any]: ...
 def gather_nd_with_rules(
     data: npt.ArrayLike,

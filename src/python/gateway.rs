@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
+use super::casts::cast_to;
 use super::objects::{assign, own_copied_references};
 use super::rows::try_take_rows;
 use crate::{
@@ -33,7 +34,9 @@ pub(crate) fn gather<'py>(
     op: Op,
     rules: IndexRules<'_>,
     out: Option<&Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let dtype = dtype.filter(|d| !d.is_none());
     let mode = Mode::parse(rules.mode).ok_or_else(|| {
         GatherError::InvalidArgument(format!(
             "mode must be 'raise', 'zero' or 'clip', got {:?}",
@@ -41,11 +44,15 @@ pub(crate) fn gather<'py>(
         ))
     })?;
     if mode == Mode::Raise && rules.wrap_negative {
-        if let Some(result) = try_take_rows(data, indices, &op, out)? {
+        if let Some(result) = try_take_rows(data, indices, &op, out, dtype)? {
             return Ok(result);
         }
     }
     let data = data_array(data)?;
+    let cast = match dtype {
+        Some(dtype) => cast_to(&data.dtype(), dtype)?,
+        None => None,
+    };
     let (indices, index_type) = index_array(indices)?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = match op {
@@ -63,7 +70,13 @@ pub(crate) fn gather<'py>(
     if !rules.wrap_negative {
         plan = plan.reject_negative_indices();
     }
-    let dtype = data.dtype();
+    let dtype = match cast {
+        Some((cast, target)) => {
+            plan = plan.with_cast(cast)?;
+            target
+        }
+        None => data.dtype(),
+    };
     let Some(out) = out else {
         return Ok(fresh_result(&plan, &dtype, mode)?.into_any());
     };

@@ -3,6 +3,7 @@
 
 mod args;
 mod arrays;
+mod casts;
 mod cells;
 mod errors;
 mod gateway;
@@ -38,11 +39,15 @@ use crate::GatherError;
 /// (``IndexError``), ``"zero"`` (its slice is zero-filled) or ``"clip"``
 /// (clamped after negatives wrap). ``out``, if given, must be a writeable
 /// C-contiguous array of the result's shape and dtype; it is filled and
-/// returned, and left untouched on any error.
+/// returned, and left untouched on any error. ``dtype``, if given, is the
+/// result's dtype: each element converted as ``astype(dtype)`` converts it,
+/// in the same pass; only casts that keep every value (``numpy.can_cast(
+/// data.dtype, dtype, "safe")`` between bool, integer and floating dtypes,
+/// and bfloat16 to float32 or float64) are made, others are a ``TypeError``.
 #[pyfunction(
     name = "gather_nd",
-    signature = (data, indices, batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
-    text_signature = "(data, indices, batch_dims=0, *, mode=\"raise\", out=None)"
+    signature = (data, indices, batch_dims = Int64::Fits(0), *, mode = "raise", out = None, dtype = None),
+    text_signature = "(data, indices, batch_dims=0, *, mode=\"raise\", out=None, dtype=None)"
 )]
 fn gather_nd_py<'py>(
     data: &Bound<'py, PyAny>,
@@ -50,12 +55,20 @@ fn gather_nd_py<'py>(
     batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rules = IndexRules {
         mode,
         wrap_negative: true,
     };
-    gateway::gather(data, indices, Op::GatherNd { batch_dims }, rules, out)
+    gateway::gather(
+        data,
+        indices,
+        Op::GatherNd { batch_dims },
+        rules,
+        out,
+        dtype,
+    )
 }
 
 /// Gathers slices of `data` along `axis` (OpenVINO Gather-8, TensorFlow
@@ -74,11 +87,11 @@ fn gather_nd_py<'py>(
 /// array([[ 1,  1,  5],
 ///        [10,  6,  6]])
 ///
-/// ``mode`` and ``out`` work as in :func:`gather_nd`.
+/// ``mode``, ``out`` and ``dtype`` work as in :func:`gather_nd`.
 #[pyfunction(
     name = "gather",
-    signature = (data, indices, axis = Int64::Fits(0), batch_dims = Int64::Fits(0), *, mode = "raise", out = None),
-    text_signature = "(data, indices, axis=0, batch_dims=0, *, mode=\"raise\", out=None)"
+    signature = (data, indices, axis = Int64::Fits(0), batch_dims = Int64::Fits(0), *, mode = "raise", out = None, dtype = None),
+    text_signature = "(data, indices, axis=0, batch_dims=0, *, mode=\"raise\", out=None, dtype=None)"
 )]
 fn gather_py<'py>(
     data: &Bound<'py, PyAny>,
@@ -87,12 +100,20 @@ fn gather_py<'py>(
     batch_dims: Int64,
     mode: &str,
     out: Option<&Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let rules = IndexRules {
         mode,
         wrap_negative: true,
     };
-    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, rules, out)
+    gateway::gather(
+        data,
+        indices,
+        Op::Gather { axis, batch_dims },
+        rules,
+        out,
+        dtype,
+    )
 }
 
 /// `gather_nd` with an operator version's index rules, for the opset
@@ -109,7 +130,14 @@ fn gather_nd_with_rules_py<'py>(
         mode,
         wrap_negative,
     };
-    gateway::gather(data, indices, Op::GatherNd { batch_dims }, rules, None)
+    gateway::gather(
+        data,
+        indices,
+        Op::GatherNd { batch_dims },
+        rules,
+        None,
+        None,
+    )
 }
 
 /// `gather` with an operator version's index rules, for the opset
@@ -127,7 +155,14 @@ fn gather_with_rules_py<'py>(
         mode,
         wrap_negative,
     };
-    gateway::gather(data, indices, Op::Gather { axis, batch_dims }, rules, None)
+    gateway::gather(
+        data,
+        indices,
+        Op::Gather { axis, batch_dims },
+        rules,
+        None,
+        None,
+    )
 }
 
 /// Sets the number of threads large gathers use, from 1 to ``MAX_THREADS``

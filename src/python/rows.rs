@@ -11,17 +11,19 @@ use smallvec::SmallVec;
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
+use super::casts::cast_to;
 use super::gateway::{Op, DETACH_MIN_BYTES};
-use crate::{take_rows, RowId, MAX_ROW_IDS};
+use crate::{take_rows, take_rows_as, Cast, RowId, MAX_ROW_IDS};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
-/// negatives counting from the end) if the row path takes it, else `None`
-/// with `out` untouched.
+/// negatives counting from the end), converted to `dtype` if given, if the
+/// row path takes it, else `None` with `out` untouched.
 pub(crate) fn try_take_rows<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
     op: &Op,
     out: Option<&Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let (Ok(table), Ok(ids)) = (
         data.cast::<PyUntypedArray>(),
@@ -41,22 +43,34 @@ pub(crate) fn try_take_rows<'py>(
         } if ids_shape.last() == Some(&1) => &ids_shape[..ids_shape.len() - 1],
         _ => return Ok(None),
     };
-    let dtype = table.dtype();
-    let (Some((&n_rows, row_shape)), false) = (table.shape().split_first(), dtype.has_object())
+    let data_dtype = table.dtype();
+    let (Some((&n_rows, row_shape)), false) =
+        (table.shape().split_first(), data_dtype.has_object())
     else {
         return Ok(None);
     };
+    // The result's dtype and the conversion into it; a `dtype` the general
+    // path would refuse is left for it to refuse.
+    let (cast, dtype) = match dtype.map(|d| cast_to(&data_dtype, d)) {
+        None | Some(Ok(None)) => (None, data_dtype.clone()),
+        Some(Ok(Some((cast, target)))) => (Some(cast), target),
+        Some(Err(_)) => return Ok(None),
+    };
     let row_bytes = row_shape
         .iter()
-        .try_fold(dtype.itemsize(), |acc, &n| acc.checked_mul(n));
+        .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n));
     let count = ids.len();
     let Some(row_bytes) = row_bytes else {
         return Ok(None);
     };
+    let out_row = match cast {
+        Some(cast) => row_bytes / cast.from().size() * cast.to().size(),
+        None => row_bytes,
+    };
     if n_rows == 0
         || count == 0
         || count > MAX_ROW_IDS
-        || count.saturating_mul(row_bytes) >= DETACH_MIN_BYTES
+        || count.saturating_mul(out_row) >= DETACH_MIN_BYTES
         || !table.is_c_contiguous()
         || !plain_ids(ids)
     {
@@ -69,10 +83,10 @@ pub(crate) fn try_take_rows<'py>(
     let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr.cast_const(), table_len) };
     let py = data.py();
     let Some(out) = out else {
-        let result = new_output(py, &dtype, &shape, count * row_bytes)?;
+        let result = new_output(py, &dtype, &shape, count * out_row)?;
         // SAFETY: the array was just made; nothing else refers to its buffer.
         let buf = unsafe { bytes_mut(&result) };
-        return Ok(take(table_bytes, row_bytes, ids, buf).then(|| result.into_any()));
+        return Ok(take(table_bytes, row_bytes, ids, buf, cast).then(|| result.into_any()));
     };
     let Ok(target) = check_out(out, &dtype, &shape) else {
         return Ok(None);
@@ -83,7 +97,7 @@ pub(crate) fn try_take_rows<'py>(
     // SAFETY: `target` is C-contiguous and writeable (check_out) and shares
     // no byte with `table` or `ids`, the only other memory read here.
     let buf = unsafe { bytes_mut(&target) };
-    Ok(take(table_bytes, row_bytes, ids, buf).then(|| out.clone()))
+    Ok(take(table_bytes, row_bytes, ids, buf, cast).then(|| out.clone()))
 }
 
 /// Whether `ids` is a native, aligned, C-contiguous `int32` or `int64` array:
@@ -99,13 +113,21 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
         && dtype.is_native_byteorder() != Some(false)
 }
 
-/// The rows, by ids of their own type; whether the row path took them.
-fn take(table: &[u8], row_bytes: usize, ids: &Bound<'_, PyUntypedArray>, out: &mut [u8]) -> bool {
+/// The rows, by ids of their own type, converted by `cast` if given;
+/// whether the row path took them.
+fn take(
+    table: &[u8],
+    row_bytes: usize,
+    ids: &Bound<'_, PyUntypedArray>,
+    out: &mut [u8],
+    cast: Option<Cast>,
+) -> bool {
     fn typed<I: RowId>(
         table: &[u8],
         row_bytes: usize,
         ids: &Bound<'_, PyUntypedArray>,
         out: &mut [u8],
+        cast: Option<Cast>,
     ) -> bool {
         let (ptr, len) = raw_bytes(ids);
         // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
@@ -115,12 +137,15 @@ fn take(table: &[u8], row_bytes: usize, ids: &Bound<'_, PyUntypedArray>, out: &m
         let ids = unsafe {
             std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
         };
-        take_rows(table, row_bytes, ids, out).is_ok()
+        match cast {
+            Some(cast) => take_rows_as(table, row_bytes, ids, out, cast).is_ok(),
+            None => take_rows(table, row_bytes, ids, out).is_ok(),
+        }
     }
     if ids.dtype().itemsize() == 8 {
-        typed::<i64>(table, row_bytes, ids, out)
+        typed::<i64>(table, row_bytes, ids, out, cast)
     } else {
-        typed::<i32>(table, row_bytes, ids, out)
+        typed::<i32>(table, row_bytes, ids, out, cast)
     }
 }
 

@@ -62,8 +62,8 @@ def test_keyword_only_mode_and_out() -> None:
 
 def test_signatures_if_introspectable() -> None:
     for fn, params in (
-        (ndgather.gather_nd, ["data", "indices", "batch_dims", "mode", "out"]),
-        (ndgather.gather, ["data", "indices", "axis", "batch_dims", "mode", "out"]),
+        (ndgather.gather_nd, ["data", "indices", "batch_dims", "mode", "out", "dtype"]),
+        (ndgather.gather, ["data", "indices", "axis", "batch_dims", "mode", "out", "dtype"]),
     ):
         try:
             sig = inspect.signature(fn)
@@ -74,6 +74,8 @@ def test_signatures_if_introspectable() -> None:
         assert sig.parameters["out"].kind is inspect.Parameter.KEYWORD_ONLY
         assert sig.parameters["mode"].default == "raise"
         assert sig.parameters["out"].default is None
+        assert sig.parameters["dtype"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert sig.parameters["dtype"].default is None
         assert sig.parameters["batch_dims"].default == 0
 
 

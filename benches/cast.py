@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""A table kept narrow, used wide: rows gathered from a float16, bfloat16 or int8 table into
+float32 (``dtype=np.float32``), against the same gather from a float32 table (the same output
+bytes: the goal is at most 1.1x its time) and the peers' idioms, which convert in a second
+pass: ``np.take(t, ids, axis=0).astype(np.float32)`` (goal: at most 0.5x) and
+``torch.index_select(t, 0, ids).to(torch.float32)`` (when PyTorch is installed).
+
+Shapes: the service batches of ``service.py`` (1 to 4096 random ids, (1M, 128) tables) and
+the rows case of ``compare.py`` (1M random ids into (1M, 64) tables). Every call takes fresh
+ids from a cycle shared by all candidates (``cycle.py``), whose rows add up to at least 4
+times the last-level cache, so rows are not cache-resident. Every round times every
+candidate once, in rotating order; medians per call are reported.
+
+    python benches/cast.py                   # full run
+    python benches/cast.py --quick           # tiny tables, 2 rounds (CI: runs, agrees)
+    python benches/cast.py --json bench-results/cast.json --doc docs/performance.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import ndgather
+import numpy as np
+from cycle import Candidate, Cycle, CycleTimer
+from timing import calls_per_sample
+
+SOURCES = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "int8": np.dtype(np.int8),
+}
+TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "int8": "int8"}
+SETTLE_S = 0.002
+LLC_TIMES = 4
+
+
+def commit() -> str:
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", ".", ":!docs", ":!README.md"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The float32 table and its narrow copies (values that every narrow type holds exactly
+    where it can: small integers and halves; the int8 one in -100..100)."""
+    base = (rng.integers(-100, 100, size=(rows, width)) / 2).astype(np.float32)
+    out = {"float32": base}
+    for name, dt in SOURCES.items():
+        out[name] = (base * 2).astype(dt) if dt.kind == "i" else base.astype(dt)
+    return out
+
+
+def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candidate]:
+    names = {"ndgather": ndgather, "np": np, "t": t[narrow], "t32": t["float32"]}
+    cands = [
+        Candidate(
+            "ndgather dtype=float32", "ndgather", "ndgather.gather(t, _i, dtype=np.float32)", names
+        ),
+        Candidate("ndgather float32 table", "same bytes", "ndgather.gather(t32, _i)", names),
+        Candidate(
+            "np.take().astype()", "numpy", "np.take(t, _i, axis=0).astype(np.float32)", names
+        ),
+    ]
+    if torch is not None:
+        tt = (
+            torch.from_numpy(t[narrow].view(np.int16)).view(torch.bfloat16)
+            if narrow == "bfloat16"
+            else torch.from_numpy(t[narrow])
+        )
+        tnames = {"torch": torch, "tt": tt}
+        cands.append(
+            Candidate(
+                "torch index_select().to()",
+                "torch",
+                "torch.index_select(tt, 0, torch.from_numpy(_i)).to(torch.float32)",
+                tnames,
+            )
+        )
+    return cands
+
+
+def run_case(
+    narrow: str,
+    t: dict[str, np.ndarray],
+    batch: int,
+    rounds: int,
+    llc: int,
+    min_sample_s: float,
+    torch: Any,
+    seed: int,
+) -> dict[str, Any]:
+    rows, width = t["float32"].shape
+    nb = max(2, -(-LLC_TIMES * llc // (batch * width * 4)))
+    rng = np.random.default_rng(seed)
+    batches = list(rng.integers(0, rows, size=(nb, batch)))
+    cands = candidates(narrow, t, torch)
+    record: dict[str, Any] = {
+        "source": narrow,
+        "table_shape": [rows, width],
+        "batch": batch,
+        "cycle_batches": nb,
+        "errors": [],
+        "candidates": {},
+    }
+    for ids in batches[:2]:
+        want = np.take(t[narrow], ids, axis=0).astype(np.float32)
+        same = np.take(t["float32"], ids, axis=0)
+        for c in cands:
+            got = c.run(ids)
+            ref = same if c.family == "same bytes" else want
+            if got.dtype != np.float32 or got.tobytes() != ref.tobytes():
+                record["errors"].append(f"{c.name} differs from its reference")
+    if record["errors"]:
+        return record
+    cycle = Cycle(batches)
+    timers = {c.name: CycleTimer(c.stmt, c.names, cycle) for c in cands}
+    per = {}
+    for n, tm in timers.items():
+        tm.timeit(1)
+        per[n] = calls_per_sample(tm, min_sample_s)
+    samples: dict[str, list[float]] = {n: [] for n in timers}
+    names = list(timers)
+    for r in range(rounds):
+        shift = r % len(names)
+        for n in names[shift:] + names[:shift]:
+            time.sleep(SETTLE_S)
+            timers[n].timeit(1)
+            samples[n].append(timers[n].timeit(per[n]) / per[n])
+    for c in cands:
+        record["candidates"][c.name] = {
+            "family": c.family,
+            "median_s": statistics.median(samples[c.name]),
+            "samples_s": samples[c.name],
+        }
+    return record
+
+
+def fmt(s: float) -> str:
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "source",
+        "table",
+        "ids",
+        "ndgather dtype=float32",
+        "ndgather float32 table",
+        "np.take().astype()",
+        "torch .to()",
+        "/ float32 table",
+        "/ np.take().astype()",
+        "/ torch",
+    ]
+    out = []
+    for rec in results["cases"]:
+        if rec["errors"]:
+            out.append(
+                [
+                    rec["source"],
+                    str(tuple(rec["table_shape"])),
+                    str(rec["batch"]),
+                    "ERROR: " + "; ".join(rec["errors"]),
+                ]
+                + [""] * 6
+            )
+            continue
+        c = {k: v["median_s"] for k, v in rec["candidates"].items()}
+        me = c["ndgather dtype=float32"]
+        torch_t = c.get("torch index_select().to()")
+        out.append(
+            [
+                rec["source"],
+                f"({rec['table_shape'][0]:,}, {rec['table_shape'][1]})",
+                f"{rec['batch']:,}",
+                fmt(me),
+                fmt(c["ndgather float32 table"]),
+                fmt(c["np.take().astype()"]),
+                fmt(torch_t) if torch_t else "-",
+                f"{me / c['ndgather float32 table']:.2f}x",
+                f"{me / c['np.take().astype()']:.2f}x",
+                f"{me / torch_t:.2f}x" if torch_t else "-",
+            ]
+        )
+    return head, out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    head, body = table_rows(results)
+    lines = [
+        f"Median per call over {results['rounds']} interleaved rounds; "
+        f"ndgather threads: {results['threads']}; commit {results['commit']}. "
+        f"Command: `{results['command']}`. Machine: {results['machine']}.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines)
+
+
+def put_in_doc(doc: Path, text: str) -> None:
+    src = doc.read_text()
+    start, end = "<!-- cast table -->", "<!-- /cast table -->"
+    i, j = src.index(start) + len(start), src.index(end)
+    doc.write_text(src[:i] + "\n" + text + "\n" + src[j:])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny tables, 2 rounds (CI)")
+    p.add_argument(
+        "--rounds", type=int, default=None, help="interleaved rounds (default 9, quick 2)"
+    )
+    p.add_argument("--min-sample-time", type=float, default=0.005)
+    p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--doc", type=Path, help="put the table between its markers here")
+    p.add_argument(
+        "--allow-dirty", action="store_true", help="record a run of a dirty tree in --doc"
+    )
+    args = p.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 9)
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError:
+        torch = None
+    llc = 1 << 20 if args.quick else 32 << 20
+    rng = np.random.default_rng(17)
+    shapes = (
+        [((4096, 128), [1, 8, 64]), ((4096, 64), [4096])]
+        if args.quick
+        else [
+            ((1_000_000, 128), [1, 8, 64, 512, 4096]),
+            ((1_000_000, 64), [1_000_000]),
+        ]
+    )
+    results: dict[str, Any] = {
+        "benchmark": "cast",
+        "command": "python benches/cast.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "commit": commit(),
+        "rounds": rounds,
+        "threads": ndgather.get_num_threads(),
+        "machine": (
+            f"{platform.processor() or platform.machine()}; {platform.platform()}; "
+            f"CPython {platform.python_version()}; numpy {np.__version__}"
+        )
+        + (f", torch {torch.__version__}" if torch else ""),
+        "cases": [],
+    }
+    seed = 0
+    for shape, batches in shapes:
+        t = tables(*shape, rng)
+        for batch in batches:
+            for narrow in SOURCES:
+                seed += 1
+                rec = run_case(narrow, t, batch, rounds, llc, args.min_sample_time, torch, seed)
+                results["cases"].append(rec)
+                print(
+                    f"  {narrow} {shape} x{batch}: {'ERROR' if rec['errors'] else 'ok'}", flush=True
+                )
+        del t
+    print(markdown(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1))
+        print(f"wrote {args.json}")
+    if args.doc:
+        if results["commit"].endswith("-dirty") and not args.allow_dirty:
+            print(
+                "refusing to put a run of a dirty tree into the docs (--allow-dirty)",
+                file=sys.stderr,
+            )
+            return 1
+        put_in_doc(args.doc, markdown(results))
+    return 1 if any(r["errors"] for r in results["cases"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

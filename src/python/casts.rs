@@ -1,0 +1,71 @@
+//! `dtype=`: the conversion a gather makes on the way out, from NumPy
+//! dtypes to the core's [`Cast`], and the `TypeError` for any other.
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use pyo3::prelude::*;
+
+use crate::{Cast, GatherError, Scalar};
+
+/// What the docs and the error promise: the casts `dtype=` makes.
+const WHICH: &str = "dtype= converts only where every value is kept: the casts \
+    numpy.can_cast(data.dtype, dtype, 'safe') allows between bool, integer and floating \
+    dtypes, and bfloat16 to float32 or float64";
+
+/// The output dtype and the conversion into it that `dtype` asks for:
+/// `None` when it is `data_dtype` itself (nothing to convert), a
+/// `TypeError` naming both dtypes when the conversion could lose values
+/// or is not between the types listed in [`WHICH`].
+pub(crate) fn cast_to<'py>(
+    data_dtype: &Bound<'py, PyArrayDescr>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
+    let target = PyArrayDescr::new(dtype.py(), dtype)?;
+    if target.is(data_dtype) || target.is_equiv_to(data_dtype) {
+        return Ok(None);
+    }
+    let cast = match (scalar(data_dtype), scalar(&target)) {
+        (Some(from), Some(to)) => Cast::new(from, swapped(data_dtype), to, swapped(&target)),
+        _ => None,
+    };
+    let Some(cast) = cast else {
+        return Err(GatherError::UnsupportedType(format!(
+            "cannot gather data of dtype {data_dtype} as dtype {target}: {WHICH}"
+        ))
+        .into());
+    };
+    Ok(Some((cast, target)))
+}
+
+/// The core's element type of a dtype, if it is one of those it converts.
+fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
+    use Scalar::*;
+    Some(match (dtype.kind(), dtype.itemsize()) {
+        (b'b', 1) => Bool,
+        (b'i', 1) => I8,
+        (b'i', 2) => I16,
+        (b'i', 4) => I32,
+        (b'i', 8) => I64,
+        (b'u', 1) => U8,
+        (b'u', 2) => U16,
+        (b'u', 4) => U32,
+        (b'u', 8) => U64,
+        (b'f', 2) => F16,
+        (b'f', 4) => F32,
+        (b'f', 8) => F64,
+        // ml_dtypes' bfloat16 is a 2-byte void-kind dtype of that name.
+        (b'V', 2) if !dtype.has_fields() && is_bfloat16(dtype) => BF16,
+        _ => return None,
+    })
+}
+
+fn is_bfloat16(dtype: &Bound<'_, PyArrayDescr>) -> bool {
+    dtype
+        .typeobj()
+        .qualname()
+        .is_ok_and(|name| name == "bfloat16")
+}
+
+/// Whether the dtype's elements are stored in the other byte order.
+fn swapped(dtype: &Bound<'_, PyArrayDescr>) -> bool {
+    dtype.is_native_byteorder() == Some(false)
+}
