@@ -83,7 +83,7 @@ pub(crate) fn gather<'py>(
 /// threads gain nothing from a gap that short (Python switches threads
 /// every 5 ms) while, under contention, retaking it can queue the call
 /// behind them.
-const DETACH_MIN_BYTES: usize = 64 * 1024;
+pub(crate) const DETACH_MIN_BYTES: usize = 64 * 1024;
 
 /// Runs a copy with the GIL released, so other Python threads go on,
 /// unless the call is too small for that to matter.
@@ -129,7 +129,7 @@ fn fresh_result<'py>(
 /// `data` and `indices` share with `dst` without any reference of ours to
 /// it. NumPy releases the GIL for a large copy of plain bytes, and swaps the
 /// references of a dtype that holds objects.
-fn copy_into<'py>(
+pub(crate) fn copy_into<'py>(
     dst: &Bound<'py, PyUntypedArray>,
     src: &Bound<'py, PyUntypedArray>,
     refs: bool,
@@ -156,7 +156,7 @@ fn copy_into<'py>(
 /// Whether the bytes of `target` meet those of any of `views`: address
 /// ranges compared as numbers, with no reference made to `target`'s
 /// memory (which may be the memory the views borrow).
-fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
+pub(crate) fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
     let (start, len) = raw_bytes(target);
     let t = start.addr()..start.addr().saturating_add(len);
     views.iter().any(|v| {
