@@ -210,7 +210,7 @@ impl Prepared {
             Positions::U64(resolve::<u64>(&plan, mode, threads)?)
         } else {
             let positions = resolve::<u32>(&plan, mode, threads)?;
-            Positions::U32(by_address(positions, shape, lead, &mut order)?)
+            Positions::U32(by_address(positions, shape, lead, threads, &mut order)?)
         };
         Ok(Prepared {
             op,
@@ -395,17 +395,89 @@ const SORT_IGNORED_BITS: u32 = 4;
 /// elements.
 const SORT_DIGIT_BITS: u32 = 11;
 
+/// Sorts of at least this many positions are split over threads: each
+/// counts and moves its own range of items.
+const SORT_PARALLEL_MIN_ROWS: usize = 1 << 18;
+
+/// A buffer that the tasks of a counting pass write at disjoint slots.
+struct SharedSlots<T>(*mut T);
+
+// SAFETY: the tasks of a pass write disjoint slots through the pointer (see
+// `counting_pass`), as disjoint `chunks_mut` would be written.
+unsafe impl<T: Send> Sync for SharedSlots<T> {}
+
+impl<T> SharedSlots<T> {
+    /// Writes `v` at `slot`.
+    ///
+    /// # Safety
+    /// `slot` is inside the buffer, and no other thread reads or writes it
+    /// meanwhile.
+    #[inline(always)]
+    unsafe fn put(&self, slot: usize, v: T) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.add(slot).write(v) };
+    }
+}
+
+/// One stable counting pass over items `0..n`, cut in `parts` ranges run as
+/// tasks on up to `threads` threads: `digit(i)` is item i's bucket (below
+/// `buckets`), and `emit(i, slot)` writes item i at its slot. The slots of
+/// all items are `0..n`, each once: the buckets tile `0..n` in order, and
+/// within a bucket each part gets the range after the previous part's.
+fn counting_pass(
+    n: usize,
+    parts: usize,
+    threads: usize,
+    buckets: usize,
+    digit: impl Fn(usize) -> usize + Sync,
+    emit: impl Fn(usize, usize) + Sync,
+) {
+    let range = |t: usize| {
+        let per = n.div_ceil(parts);
+        (t * per).min(n)..((t + 1) * per).min(n)
+    };
+    let counts: Vec<std::sync::Mutex<Vec<usize>>> =
+        (0..parts).map(|_| Default::default()).collect();
+    let lock = |t: usize| counts[t].lock().unwrap_or_else(|e| e.into_inner());
+    for_each_task(threads, parts, &|t| {
+        let mut count = vec![0usize; buckets];
+        for i in range(t) {
+            count[digit(i)] += 1;
+        }
+        *lock(t) = count;
+    });
+    // Part t's first slot in each bucket.
+    let mut at = 0;
+    let mut starts = vec![vec![0usize; buckets]; parts];
+    for b in 0..buckets {
+        for (t, start) in starts.iter_mut().enumerate() {
+            start[b] = at;
+            at += lock(t)[b];
+        }
+    }
+    let starts: Vec<std::sync::Mutex<Vec<usize>>> =
+        starts.into_iter().map(std::sync::Mutex::new).collect();
+    for_each_task(threads, parts, &|t| {
+        let mut next = std::mem::take(&mut *starts[t].lock().unwrap_or_else(|e| e.into_inner()));
+        for i in range(t) {
+            let slot = &mut next[digit(i)];
+            emit(i, *slot);
+            *slot += 1;
+        }
+    });
+}
+
 /// `positions` in address order, with the output row of each in `order`,
 /// when the gather is one that pays for it (see [`SORT_MAX_SLICE_ELEMENTS`]);
 /// else `positions` as they are. A least-significant-digit radix sort of
-/// (position, row) pairs packed in a word: the counts of every digit in one
-/// read, then a stable counting pass per digit (the first reads the
-/// positions, the last writes positions and rows apart), the zero-filled
-/// rows last.
+/// (position, row) pairs packed in a word: a stable counting pass per digit
+/// (the first reads the positions, the last writes positions and rows
+/// apart), the zero-filled rows last.
 fn by_address(
     positions: Vec<u32>,
     shape: &[usize],
     lead: usize,
+    threads: usize,
     order: &mut Option<Vec<u32>>,
 ) -> Result<Vec<u32>> {
     let n = positions.len();
@@ -422,71 +494,81 @@ fn by_address(
     // row (positions are 32-bit words here: elements <= u32::MAX).
     let key = |p: u32| if p.is_mark() { elements } else { p as usize };
     let bits = (usize::BITS - elements.leading_zeros()).saturating_sub(SORT_IGNORED_BITS);
-    let passes = bits.div_ceil(SORT_DIGIT_BITS).max(1) as usize;
+    // At least two passes, so that the last one may write the sorted
+    // positions over the positions, which only the first one reads.
+    let passes = bits.div_ceil(SORT_DIGIT_BITS).max(2) as usize;
     // Passes of equal width.
     let width = bits.div_ceil(passes as u32);
-    let mask = (1usize << width) - 1;
-    let digit = |p: u32, pass: usize| (key(p) >> (SORT_IGNORED_BITS + pass as u32 * width)) & mask;
-    // next[pass][d]: where the next pair of digit d goes in that pass.
-    let mut next = vec![vec![0usize; mask + 2]; passes];
-    for &p in &positions {
-        for (pass, next) in next.iter_mut().enumerate() {
-            next[digit(p, pass) + 1] += 1;
-        }
-    }
-    for next in &mut next {
-        for d in 1..next.len() {
-            next[d] += next[d - 1];
-        }
-    }
+    let buckets = 1usize << width;
+    let digit =
+        |p: u32, pass: usize| (key(p) >> (SORT_IGNORED_BITS + pass as u32 * width)) & (buckets - 1);
+    let parts = if n >= SORT_PARALLEL_MIN_ROWS {
+        threads.clamp(1, 16)
+    } else {
+        1
+    };
     let pack = |p: u32, row: u32| (p as u64) << 32 | row as u64;
     let unpack = |pair: u64| ((pair >> 32) as u32, pair as u32);
-    // Each pass writes every slot of its destination once: the counts of a
-    // digit's bucket are the items of that digit, and the buckets tile
-    // 0..n.
     let mut pairs: Vec<u64> = with_capacity(n)?;
-    {
-        let dst = &mut pairs.spare_capacity_mut()[..n];
-        for (row, &p) in positions.iter().enumerate() {
-            let slot = &mut next[0][digit(p, 0)];
-            // No truncation: row < n <= u32::MAX.
-            dst[*slot].write(pack(p, row as u32));
-            *slot += 1;
-        }
-    }
-    // SAFETY: every one of the n slots was written just above (see the
-    // comment on the passes).
+    let dst = SharedSlots(pairs.as_mut_ptr());
+    counting_pass(
+        n,
+        parts,
+        threads,
+        buckets,
+        |i| digit(positions[i], 0),
+        // SAFETY: slot < n, inside the capacity of `pairs`, written by this
+        // task alone (`counting_pass` gives each item its own slot).
+        // No truncation: i < n <= u32::MAX.
+        |i, slot| unsafe { dst.put(slot, pack(positions[i], i as u32)) },
+    );
+    // SAFETY: the pass wrote every one of the n slots (`counting_pass`).
     unsafe { pairs.set_len(n) };
-    // The sorted positions reuse the positions' memory.
+    let mut to: Vec<u64> = with_capacity(if passes > 2 { n } else { 0 })?;
+    for pass in 1..passes - 1 {
+        let dst = SharedSlots(to.as_mut_ptr());
+        let src = &pairs;
+        counting_pass(
+            n,
+            parts,
+            threads,
+            buckets,
+            |i| digit(unpack(src[i]).0, pass),
+            // SAFETY: as for the first pass; `to` has room for n.
+            |i, slot| unsafe { dst.put(slot, src[i]) },
+        );
+        // SAFETY: the pass wrote every one of the n slots.
+        unsafe { to.set_len(n) };
+        std::mem::swap(&mut pairs, &mut to);
+        to.clear();
+    }
+    // The sorted positions reuse the positions' memory, which only the
+    // first pass read.
     let mut sorted = positions;
     let mut rows: Vec<u32> = with_capacity(n)?;
-    rows.resize(n, 0);
-    if passes > 1 {
-        let mut to: Vec<u64> = with_capacity(if passes > 2 { n } else { 0 })?;
-        for pass in 1..passes - 1 {
-            to.clear();
-            let dst = &mut to.spare_capacity_mut()[..n];
-            for &pair in &pairs {
-                let slot = &mut next[pass][digit(unpack(pair).0, pass)];
-                dst[*slot].write(pair);
-                *slot += 1;
+    let (to_sorted, to_rows) = (
+        SharedSlots(sorted.as_mut_ptr()),
+        SharedSlots(rows.as_mut_ptr()),
+    );
+    let src = &pairs;
+    counting_pass(
+        n,
+        parts,
+        threads,
+        buckets,
+        |i| digit(unpack(src[i]).0, passes - 1),
+        |i, slot| {
+            let (p, row) = unpack(src[i]);
+            // SAFETY: slot < n, inside `sorted` (n items) and the capacity
+            // of `rows`, written by this task alone (`counting_pass`).
+            unsafe {
+                to_sorted.put(slot, p);
+                to_rows.put(slot, row);
             }
-            // SAFETY: every one of the n slots was written just above.
-            unsafe { to.set_len(n) };
-            std::mem::swap(&mut pairs, &mut to);
-        }
-        for &pair in &pairs {
-            let (p, row) = unpack(pair);
-            let slot = &mut next[passes - 1][digit(p, passes - 1)];
-            sorted[*slot] = p;
-            rows[*slot] = row;
-            *slot += 1;
-        }
-    } else {
-        for (i, &pair) in pairs.iter().enumerate() {
-            (sorted[i], rows[i]) = unpack(pair);
-        }
-    }
+        },
+    );
+    // SAFETY: the pass wrote every one of the n slots.
+    unsafe { rows.set_len(n) };
     *order = Some(rows);
     Ok(sorted)
 }
@@ -984,39 +1066,43 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((state >> 33) % 2400) as i64 - 1200
         };
-        let ids: Vec<i64> = (0..2 * 40_000).map(|_| next()).collect();
-        let ids = i64_bytes(&ids);
-        let indices = view(&ids, &[40_000, 2], &[16, 8], 8);
-        let op = PreparedOp::GatherNd { batch_dims: 0 };
-        for mode in [Mode::Zero, Mode::Clip] {
-            let p = Prepared::new(op, &shape, indices, IndexType::I64, mode, 2).unwrap();
-            let order = p.order.as_ref().expect("address order");
-            let Positions::U32(sorted) = &p.positions else {
-                panic!("32-bit positions")
-            };
-            let key = |&w: &u32| {
-                if w.is_mark() {
-                    u64::MAX
-                } else {
-                    w as u64 >> SORT_IGNORED_BITS
-                }
-            };
-            assert!(sorted.windows(2).all(|w| key(&w[0]) <= key(&w[1])));
-            assert!(is_permutation(order, 40_000));
-            for (data, strides) in [(&bytes, [1024isize, 1]), (&t, [1, 1024])] {
-                let d = view(data, &shape, &strides, 1);
-                let mut want = vec![0u8; 40_000];
-                plan_gather_nd(d, indices, IndexType::I64, 0)
-                    .unwrap()
-                    .execute(mode, &mut want, Validation::WhileCopying, 2)
-                    .unwrap();
-                for threads in [1, 2] {
-                    let mut got = vec![0xAAu8; 40_000];
-                    p.bind(d).unwrap().execute(&mut got, threads).unwrap();
-                    assert!(
-                        got == want,
-                        "{mode:?} strides {strides:?}, {threads} threads"
-                    );
+        // Below and above the size from which the sort runs in parallel.
+        for n in [40_000, SORT_PARALLEL_MIN_ROWS + 1000] {
+            let ids: Vec<i64> = (0..2 * n).map(|_| next()).collect();
+            let ids = i64_bytes(&ids);
+            let ishape = [n, 2];
+            let indices = view(&ids, &ishape, &[16, 8], 8);
+            let op = PreparedOp::GatherNd { batch_dims: 0 };
+            for mode in [Mode::Zero, Mode::Clip] {
+                let p = Prepared::new(op, &shape, indices, IndexType::I64, mode, 2).unwrap();
+                let order = p.order.as_ref().expect("address order");
+                let Positions::U32(sorted) = &p.positions else {
+                    panic!("32-bit positions")
+                };
+                let key = |&w: &u32| {
+                    if w.is_mark() {
+                        u64::MAX
+                    } else {
+                        w as u64 >> SORT_IGNORED_BITS
+                    }
+                };
+                assert!(sorted.windows(2).all(|w| key(&w[0]) <= key(&w[1])));
+                assert!(is_permutation(order, n));
+                for (data, strides) in [(&bytes, [1024isize, 1]), (&t, [1, 1024])] {
+                    let d = view(data, &shape, &strides, 1);
+                    let mut want = vec![0u8; n];
+                    plan_gather_nd(d, indices, IndexType::I64, 0)
+                        .unwrap()
+                        .execute(mode, &mut want, Validation::WhileCopying, 2)
+                        .unwrap();
+                    for threads in [1, 2] {
+                        let mut got = vec![0xAAu8; n];
+                        p.bind(d).unwrap().execute(&mut got, threads).unwrap();
+                        assert!(
+                            got == want,
+                            "{mode:?} strides {strides:?}, {threads} threads"
+                        );
+                    }
                 }
             }
         }
