@@ -385,8 +385,9 @@ const SORT_MIN_ROWS: usize = 1 << 15;
 /// in the caches, where the order of reads matters little).
 const SORT_MIN_ELEMENTS: usize = 1 << 20;
 
-/// Positions that differ only in these low bits are left in any order: 16
-/// elements of slices of at most 8, within a page whatever the dtype.
+/// Positions that differ only in these low bits are left in any order:
+/// 16 slices of at most 8 elements, a few cache lines apart for the usual
+/// dtypes.
 const SORT_IGNORED_BITS: u32 = 4;
 
 /// At most this many bits of the position are sorted by each pass of the
