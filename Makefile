@@ -13,12 +13,13 @@ ACCESS_JSON = bench-results/access.json
 DASK_JSON = bench-results/dask.json
 SERVICE_JSON = bench-results/service.json
 CAST_JSON = bench-results/cast.json
+PREPARED_JSON = bench-results/prepared.json
 
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
 .PHONY: dev check lint format clean test test-rust stress bench-quick
-.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast fuzz
+.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast bench-prepared fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -92,6 +93,7 @@ bench-quick:
 	$(PYTHON) benches/dask_gather.py --quick
 	$(PYTHON) benches/service.py --quick
 	$(PYTHON) benches/cast.py --quick
+	$(PYTHON) benches/prepared.py --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
@@ -137,6 +139,12 @@ bench-service:
 ## service batches and the 1M-rows case; the table goes into docs/performance.md
 bench-cast:
 	$(PYTHON) benches/cast.py --json $(CAST_JSON) --doc docs/performance.md
+
+## bench-prepared: a prepared gather (ndgather.prepare_gather_nd once, then 10 calls) against
+## 10 one-shot calls, on the 2M-points and 1M-rows cases; the table goes into
+## docs/performance.md
+bench-prepared:
+	$(PYTHON) benches/prepared.py --json $(PREPARED_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

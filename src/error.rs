@@ -37,6 +37,9 @@ pub enum GatherError {
     Overflow(String),
     /// A dtype the operation does not accept. Python: `TypeError`.
     UnsupportedType(String),
+    /// Memory the core itself allocates (a prepared gather's positions)
+    /// cannot be had. Python: `MemoryError`.
+    OutOfMemory(String),
     /// `indices` changed while the gather was running (another thread wrote
     /// to it). In practice every read stayed inside `data` (the copy checks
     /// each index value it reads, and uses only that value), but the write
@@ -98,7 +101,8 @@ impl fmt::Display for GatherError {
             GatherError::IndexOutOfRange(e) => e.fmt(f),
             GatherError::InvalidArgument(msg)
             | GatherError::Overflow(msg)
-            | GatherError::UnsupportedType(msg) => f.write_str(msg),
+            | GatherError::UnsupportedType(msg)
+            | GatherError::OutOfMemory(msg) => f.write_str(msg),
             GatherError::IndicesModified => f.write_str(
                 "indices were modified by another thread during the gather; the result is undefined",
             ),

@@ -50,11 +50,11 @@ const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 /// bytes of sequential copying: a miss on a random address (about 10 ns of
 /// a core's time with the prefetches in flight) is worth about 200 bytes of
 /// memcpy.
-const RANDOM_ROW_COST: usize = 192;
+pub(crate) const RANDOM_ROW_COST: usize = 192;
 
 /// The output's base address, shared by the tasks that fill its disjoint
 /// parts.
-struct SharedOut(*mut u8);
+pub(crate) struct SharedOut(pub(crate) *mut u8);
 
 // SAFETY: tasks only ever write disjoint ranges through the pointer (see
 // `Plan::copy`), as disjoint `chunks_mut` of the output would be.
@@ -63,8 +63,71 @@ unsafe impl Sync for SharedOut {}
 impl SharedOut {
     /// The address `offset` bytes in (a method, so that closures capture the
     /// whole `Sync` wrapper rather than its raw pointer field).
-    fn at(&self, offset: usize) -> *mut u8 {
+    pub(crate) fn at(&self, offset: usize) -> *mut u8 {
         self.0.wrapping_add(offset)
+    }
+}
+
+/// How many rows each task of a split of `n_rows` rows costing `cost` (in
+/// bytes of sequential copying) takes, or `None` if the work is too small
+/// to split over `threads` threads.
+pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
+    if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
+        return None;
+    }
+    // Eight tasks a thread, so that a worker that wakes late still finds
+    // a share, and no task smaller than TASK_MIN_COST.
+    let row_cost = (cost / n_rows).max(1);
+    Some(
+        n_rows
+            .div_ceil(threads.min(MAX_THREADS) * 8)
+            .max(TASK_MIN_COST.div_ceil(row_cost)),
+    )
+}
+
+/// A task of [`split_rows`]: fills `chunk`, the rows from `start` on.
+pub(crate) type RowTask<'a> =
+    dyn Fn(usize, &mut [u8]) -> std::result::Result<(), BadRow> + Sync + 'a;
+
+/// Runs `copy_from(start, chunk)` over the `n_rows` rows of `out`
+/// (`row_bytes` each), on this thread if the work (its `cost`, in bytes of
+/// sequential copying) is small, else in tasks of whole rows split over up
+/// to `threads` threads. Stops early and fails if any task fails.
+pub(crate) fn split_rows(
+    threads: usize,
+    n_rows: usize,
+    cost: usize,
+    row_bytes: usize,
+    out: &mut [u8],
+    copy_from: &RowTask<'_>,
+) -> std::result::Result<(), BadRow> {
+    let Some(rows_per_task) = task_rows(threads, n_rows, cost) else {
+        return copy_from(0, out);
+    };
+    let tasks = n_rows.div_ceil(rows_per_task);
+    let failed = AtomicBool::new(false);
+    let base = SharedOut(out.as_mut_ptr());
+    debug_assert_eq!(out.len(), n_rows * row_bytes);
+    for_each_task(threads, tasks, &|t| {
+        if failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let start = t * rows_per_task;
+        let rows = rows_per_task.min(n_rows - start);
+        // SAFETY: task t owns rows start..start + rows of `out`, which
+        // no other task touches (for_each_task runs each t once), and
+        // which lie inside `out` (start + rows <= n_rows, and `out` holds
+        // n_rows rows of `row_bytes`: the callers' outputs).
+        let chunk =
+            unsafe { std::slice::from_raw_parts_mut(base.at(start * row_bytes), rows * row_bytes) };
+        if copy_from(start, chunk).is_err() {
+            failed.store(true, Ordering::Relaxed);
+        }
+    });
+    if failed.load(Ordering::Relaxed) {
+        Err(BadRow)
+    } else {
+        Ok(())
     }
 }
 
@@ -88,12 +151,7 @@ impl Plan<'_> {
                 self.out_bytes
             )));
         }
-        let can_fail = self.n_index_rows > 0
-            && match mode {
-                Mode::Raise => true,
-                Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
-                Mode::Zero => false,
-            };
+        let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
         if can_fail && validation == Validation::BeforeWriting && small {
             // Every output row's offset, computed once: this validates every
@@ -116,9 +174,19 @@ impl Plan<'_> {
             .or_else(|BadRow| self.report_bad(mode, threads))
     }
 
+    /// Whether some stored index may address nothing in `mode`.
+    pub(crate) fn can_fail(&self, mode: Mode) -> bool {
+        self.n_index_rows > 0
+            && match mode {
+                Mode::Raise => true,
+                Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
+                Mode::Zero => false,
+            }
+    }
+
     /// The error for an index the copy found bad: the first bad one in C
     /// order; if there is none now, `indices` changed under us.
-    fn report_bad(&self, mode: Mode, threads: usize) -> Result<()> {
+    pub(crate) fn report_bad(&self, mode: Mode, threads: usize) -> Result<()> {
         self.check_all(mode, threads)?;
         Err(GatherError::IndicesModified)
     }
@@ -170,38 +238,7 @@ impl Plan<'_> {
             },
             None => self.copy_rows(mode, start, chunk),
         };
-        if threads <= 1 || cost < PARALLEL_MIN_COST || self.n_rows < 2 {
-            return copy_from(0, out);
-        }
-        // Eight tasks a thread, so that a worker that wakes late still finds
-        // a share, and no task smaller than TASK_MIN_COST.
-        let row_cost = (cost / self.n_rows).max(1);
-        let rows_per_task = self
-            .n_rows
-            .div_ceil(threads * 8)
-            .max(TASK_MIN_COST.div_ceil(row_cost));
-        let tasks = self.n_rows.div_ceil(rows_per_task);
-        let failed = AtomicBool::new(false);
-        let base = SharedOut(out.as_mut_ptr());
-        for_each_task(threads, tasks, &|t| {
-            if failed.load(Ordering::Relaxed) {
-                return;
-            }
-            let start = t * rows_per_task;
-            let rows = rows_per_task.min(self.n_rows - start);
-            // SAFETY: task t owns rows start..start + rows of `out`, which
-            // no other task touches (for_each_task runs each t once), and
-            // which lie inside `out` (start + rows <= n_rows).
-            let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start * sb), rows * sb) };
-            if copy_from(start, chunk).is_err() {
-                failed.store(true, Ordering::Relaxed);
-            }
-        });
-        if failed.load(Ordering::Relaxed) {
-            Err(BadRow)
-        } else {
-            Ok(())
-        }
+        split_rows(threads, self.n_rows, cost, sb, out, &copy_from)
     }
 
     fn copy_rows(
@@ -223,7 +260,7 @@ impl Plan<'_> {
 
     /// Validates every stored index; the error names the first bad one in
     /// C order of `indices`, whatever the thread count.
-    fn check_all(&self, mode: Mode, threads: usize) -> Result<()> {
+    pub(crate) fn check_all(&self, mode: Mode, threads: usize) -> Result<()> {
         let clip = mode == Mode::Clip;
         let n = self.n_index_rows;
         let scan = |rows: std::ops::Range<usize>| {

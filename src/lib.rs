@@ -4,7 +4,8 @@
 //! The core knows nothing of Python: arrays are [`ArrayView`]s (bytes,
 //! shape, byte strides), a call is planned ([`plan_gather_nd`],
 //! [`plan_gather`]) and then executed ([`Plan::execute`]), and every failure
-//! is a [`GatherError`]. The PyO3 bindings live in `python/`, compiled only
+//! is a [`GatherError`]. A gather whose indices serve many arrays of one
+//! shape is checked and resolved once ([`Prepared`]). The PyO3 bindings live in `python/`, compiled only
 //! with the `python` feature.
 
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@ mod layout;
 mod mode;
 mod offsets;
 mod plan;
+mod prepared;
 // The result buffers of the Python bindings; built without them too, so
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -41,6 +43,7 @@ pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Plan};
+pub use prepared::{Positions, Prepared, PreparedCall, PreparedOp, PreparedParts};
 pub use rows::{take_rows, take_rows_as, Declined, RowId, MAX_ROW_IDS};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 

@@ -203,6 +203,21 @@ pub fn plan_gather_nd<'a>(
     index_type: IndexType,
     batch_dims: i64,
 ) -> Result<Plan<'a>> {
+    plan_gather_nd_walking(data, indices, index_type, batch_dims, None)
+}
+
+/// [`plan_gather_nd`], walking `data` with `walk` strides instead of its
+/// own when given: a prepared gather plans over a stand-in `data` with the
+/// element strides of its shape, so that the offsets the plan computes are
+/// element positions (see `prepared`).
+#[inline(always)]
+pub(crate) fn plan_gather_nd_walking<'a>(
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    batch_dims: i64,
+    walk: Option<&[isize]>,
+) -> Result<Plan<'a>> {
     checked_views(&data, &indices, index_type)?;
     let (ds, is) = (data.shape, indices.shape);
     let (r, q) = (ds.len(), is.len());
@@ -236,7 +251,7 @@ pub fn plan_gather_nd<'a>(
     let out_shape: Shape = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
     let mut zeros = SmallVec::new();
-    let strides = walk_strides(&data, &mut zeros);
+    let strides = walk.unwrap_or_else(|| walk_strides(&data, &mut zeros));
 
     let rows = coalesce((0..q - 1).map(|i| Dim {
         size: is[i],
@@ -273,6 +288,20 @@ pub fn plan_gather<'a>(
     index_type: IndexType,
     axis: i64,
     batch_dims: i64,
+) -> Result<Plan<'a>> {
+    plan_gather_walking(data, indices, index_type, axis, batch_dims, None)
+}
+
+/// [`plan_gather`], walking `data` with `walk` strides when given (see
+/// [`plan_gather_nd_walking`]).
+#[inline(always)]
+pub(crate) fn plan_gather_walking<'a>(
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    axis: i64,
+    batch_dims: i64,
+    walk: Option<&[isize]>,
 ) -> Result<Plan<'a>> {
     checked_views(&data, &indices, index_type)?;
     let (ds, is) = (data.shape, indices.shape);
@@ -315,7 +344,7 @@ pub fn plan_gather<'a>(
         .collect();
     let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
     let mut zeros = SmallVec::new();
-    let strides = walk_strides(&data, &mut zeros);
+    let strides = walk.unwrap_or_else(|| walk_strides(&data, &mut zeros));
 
     let batch = (0..b).map(|i| Dim {
         size: is[i],

@@ -1,5 +1,5 @@
 from collections.abc import Sequence
-from typing import Any, Literal, SupportsIndex
+from typing import Any, Literal, SupportsIndex, final
 
 import numpy as np
 import numpy.typing as npt
@@ -61,3 +61,45 @@ def out_of_range_error(
     data_shape: Sequence[int],
     negatives_allowed: bool,
 ) -> GatherIndexError: ...
+def prepare_gather_nd(
+    shape: Sequence[SupportsIndex],
+    indices: npt.ArrayLike,
+    batch_dims: SupportsIndex = 0,
+    *,
+    mode: _Mode = "raise",
+) -> PreparedGather: ...
+def prepare_gather(
+    shape: Sequence[SupportsIndex],
+    indices: npt.ArrayLike,
+    axis: SupportsIndex = 0,
+    batch_dims: SupportsIndex = 0,
+    *,
+    mode: _Mode = "raise",
+) -> PreparedGather: ...
+def _prepared_from_state(
+    kind: str,
+    shape: Sequence[SupportsIndex],
+    index_shape: Sequence[SupportsIndex],
+    index_type: tuple[str, int],
+    axis: SupportsIndex,
+    batch_dims: SupportsIndex,
+    mode: str,
+    width: int,
+    positions: bytes,
+    order: bytes | None,
+) -> PreparedGather: ...
+
+@final
+class PreparedGather:
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def data_shape(self) -> tuple[int, ...]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def mode(self) -> _Mode: ...
+    def __call__(
+        self, data: npt.ArrayLike, *, out: np.ndarray[Any, Any] | None = None
+    ) -> np.ndarray[Any, Any]: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...

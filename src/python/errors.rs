@@ -1,6 +1,6 @@
 //! The one place where core errors become Python exceptions.
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
@@ -43,6 +43,7 @@ impl From<GatherError> for PyErr {
                 PyValueError::new_err(msg)
             }
             GatherError::UnsupportedType(msg) => PyTypeError::new_err(msg),
+            GatherError::OutOfMemory(msg) => PyMemoryError::new_err(msg),
             e @ GatherError::IndicesModified => PyRuntimeError::new_err(e.to_string()),
         }
     }

@@ -149,7 +149,7 @@ fn fresh_result<'py>(
 /// `data` and `indices` share with `dst` without any reference of ours to
 /// it. NumPy releases the GIL for a large copy of plain bytes, and swaps the
 /// references of a dtype that holds objects.
-fn copy_into<'py>(
+pub(crate) fn copy_into<'py>(
     dst: &Bound<'py, PyUntypedArray>,
     src: &Bound<'py, PyUntypedArray>,
     refs: bool,
@@ -176,7 +176,7 @@ fn copy_into<'py>(
 /// Whether the bytes of `target` meet those of any of `views`: address
 /// ranges compared as numbers, with no reference made to `target`'s
 /// memory (which may be the memory the views borrow).
-fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
+pub(crate) fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
     let (start, len) = raw_bytes(target);
     let t = start.addr()..start.addr().saturating_add(len);
     views.iter().any(|v| {

@@ -8,6 +8,7 @@ mod cells;
 mod errors;
 mod gateway;
 mod objects;
+mod prepared;
 mod rows;
 
 use pyo3::prelude::*;
@@ -15,7 +16,7 @@ use pyo3::prelude::*;
 use args::Int64;
 use gateway::{IndexRules, Op};
 
-use crate::GatherError;
+use crate::{GatherError, PreparedOp};
 
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
@@ -165,6 +166,71 @@ fn gather_with_rules_py<'py>(
     )
 }
 
+/// Checks and resolves ``indices`` once for a :func:`gather_nd` from
+/// ``data`` of shape ``shape``; the returned :class:`PreparedGather` then
+/// gathers from any array of that shape, ``p(data, *, out=None)``, as
+/// ``gather_nd(data, indices, batch_dims, mode=mode, out=out)`` would.
+///
+/// Errors are those of ``gather_nd`` on such ``data``, raised here; a call
+/// only fails on ``data`` of another shape (``ValueError``) or on ``out``.
+///
+/// >>> import numpy as np, ndgather
+/// >>> p = ndgather.prepare_gather_nd((2, 2), np.array([[0, 0], [1, 1]]))
+/// >>> p(np.array([[0, 1], [2, 3]]))
+/// array([0, 3])
+/// >>> p(np.array([[0.5, 1.5], [2.5, 3.5]]))
+/// array([0.5, 3.5])
+#[pyfunction(
+    name = "prepare_gather_nd",
+    signature = (shape, indices, batch_dims = Int64::Fits(0), *, mode = "raise"),
+    text_signature = "(shape, indices, batch_dims=0, *, mode=\"raise\")"
+)]
+fn prepare_gather_nd_py(
+    py: Python<'_>,
+    shape: Vec<Int64>,
+    indices: &Bound<'_, PyAny>,
+    batch_dims: Int64,
+    mode: &str,
+) -> PyResult<prepared::PreparedGather> {
+    let op = || {
+        Ok(PreparedOp::GatherNd {
+            batch_dims: batch_dims.get("batch_dims")?,
+        })
+    };
+    prepared::prepare(py, shape, indices, op, mode)
+}
+
+/// Checks and resolves ``indices`` once for a :func:`gather` from ``data``
+/// of shape ``shape``; the returned :class:`PreparedGather` then gathers
+/// from any array of that shape, ``p(data, *, out=None)``, as
+/// ``gather(data, indices, axis, batch_dims, mode=mode, out=out)`` would.
+///
+/// >>> import numpy as np, ndgather
+/// >>> p = ndgather.prepare_gather((5,), np.array([0, 0, 4]))
+/// >>> p(np.array([1, 2, 3, 4, 5]))
+/// array([1, 1, 5])
+#[pyfunction(
+    name = "prepare_gather",
+    signature = (shape, indices, axis = Int64::Fits(0), batch_dims = Int64::Fits(0), *, mode = "raise"),
+    text_signature = "(shape, indices, axis=0, batch_dims=0, *, mode=\"raise\")"
+)]
+fn prepare_gather_py(
+    py: Python<'_>,
+    shape: Vec<Int64>,
+    indices: &Bound<'_, PyAny>,
+    axis: Int64,
+    batch_dims: Int64,
+    mode: &str,
+) -> PyResult<prepared::PreparedGather> {
+    let op = || {
+        Ok(PreparedOp::Gather {
+            axis: axis.get("axis")?,
+            batch_dims: batch_dims.get("batch_dims")?,
+        })
+    };
+    prepared::prepare(py, shape, indices, op, mode)
+}
+
 /// Sets the number of threads large gathers use, from 1 to ``MAX_THREADS``
 /// (1024: a gather is bound by memory bandwidth long before it runs out of
 /// cores, and each thread reserves a stack). Other values are a
@@ -254,6 +320,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pool_bytes_py, m)?)?;
     m.add_function(wrap_pyfunction!(release_pool_py, m)?)?;
     m.add_function(wrap_pyfunction!(out_of_range_error_py, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_gather_nd_py, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare_gather_py, m)?)?;
+    m.add_function(wrap_pyfunction!(prepared::prepared_from_state, m)?)?;
+    m.add_class::<prepared::PreparedGather>()?;
     m.add("MAX_THREADS", crate::MAX_THREADS)?;
     m.add(
         "IDLE_RELEASE_SECONDS",

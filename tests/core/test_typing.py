@@ -30,6 +30,10 @@ GOOD = textwrap.dedent(
     n: int = ndgather.get_num_threads()
     ndgather.set_num_threads(n)
     v: str = ndgather.__version__
+    p: ndgather.PreparedGather = ndgather.prepare_gather_nd(data.shape, idx, mode="zero")
+    q = ndgather.prepare_gather((2, 3), [0, 1], axis=1, batch_dims=0)
+    r6: np.ndarray[Any, Any] = p(data) + q(data, out=np.empty((2, 2), np.float32))
+    held: int = p.nbytes + len(p.shape) + len(q.data_shape)
     """
 )
 

@@ -13,7 +13,9 @@
 //! `Ok`, its bytes must equal the reference's; when it returns an error,
 //! the reference must agree that the input is invalid (and name the same
 //! first bad index), and a caller's output (`Validation::BeforeWriting`)
-//! must be untouched.
+//! must be untouched. Each executed call is replayed as a prepared gather
+//! too (`ndgather::Prepared`, for the data's shape, then on the data): the
+//! same bytes, or the same first bad index when preparing.
 //!
 //! The references work on coordinates, one element at a time, with `i128`
 //! arithmetic: they share no code and no idea (coalescing, offsets tables,

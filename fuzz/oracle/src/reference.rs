@@ -4,7 +4,8 @@
 //! [`check`], which compares the core with them.
 
 use ndgather::{
-    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Validation,
+    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Prepared,
+    PreparedOp, Validation,
 };
 
 use crate::{count, for_each_coord, Call};
@@ -388,7 +389,11 @@ pub fn check(call: &Call, op: Op) -> Outcome {
         assert!(untouched(&out), "output of the wrong length written");
         return Outcome::WrongLength;
     }
-    match (result_reference(call, attrs, &out_shape), got) {
+    let expected = result_reference(call, attrs, &out_shape);
+    if !call.reject_negative {
+        check_prepared(call, op, &expected);
+    }
+    match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
             if out != want {
                 let at = out.iter().zip(&want).position(|(a, b)| a != b);
@@ -464,5 +469,33 @@ pub fn check_rows(call: &Call) -> Outcome {
             Outcome::OutOfRange
         }
         (Expected::Bad(want), Ok(())) => panic!("the row path copied past the bad index {want}"),
+    }
+}
+
+/// The same call prepared for `data`'s shape ([`Prepared`]), then run on
+/// `data`: the reference's bytes, or at prepare time its first bad index.
+fn check_prepared(call: &Call, op: Op, expected: &Expected) {
+    let op = match op {
+        Op::GatherNd { batch_dims } => PreparedOp::GatherNd { batch_dims },
+        Op::Gather { axis, batch_dims } => PreparedOp::Gather { axis, batch_dims },
+    };
+    let (dv, iv) = (call.data.view(), call.indices.view());
+    let prepared = Prepared::new(op, dv.shape, iv, call.index_type, call.mode, call.threads);
+    match (expected, prepared) {
+        (Expected::Bytes(want), Ok(p)) => {
+            let bound = p.bind(dv).expect("a prepared call on its own shape");
+            let mut out = vec![UNTOUCHED; bound.out_bytes()];
+            bound
+                .execute(&mut out, call.threads)
+                .expect("a prepared call cannot fail");
+            assert!(out == *want, "prepared: wrong bytes");
+        }
+        (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
+            assert_eq!(*got, *want, "prepared: the error names another index");
+        }
+        (Expected::Bytes(_), got) => panic!("prepared: reference succeeds, core says {got:?}"),
+        (Expected::Bad(want), got) => {
+            panic!("prepared: reference finds {want}, core says {:?}", got.err())
+        }
     }
 }

@@ -1,0 +1,283 @@
+//! A prepared gather's call on one `data` array: positions to byte offsets,
+//! then the one-shot copy routines, in the rows' order or, for positions in
+//! address order, through a small buffer scattered to the rows.
+
+use smallvec::SmallVec;
+
+use super::{Positions, Prepared, Word};
+use crate::copy::{copy_block, copy_small, fence};
+use crate::error::{GatherError, Result};
+use crate::execute::{split_rows, task_rows, SharedOut, RANDOM_ROW_COST};
+use crate::kernel::BLOCK;
+use crate::layout::ArrayView;
+use crate::mode::Mode;
+use crate::offsets::{BadRow, ZERO_FILL};
+use crate::plan::Plan;
+use crate::threads::for_each_task;
+
+/// How a call turns positions into byte offsets in its `data`.
+#[derive(Clone, Debug)]
+pub(super) enum Address {
+    /// `position * stride`: each leading axis' byte stride is its element
+    /// stride times this one (axes of size 1 aside, which a position never
+    /// moves along).
+    Scaled(isize),
+    /// The position unravelled over the leading axes (size, byte stride).
+    Unravel(SmallVec<[(usize, isize); 8]>),
+}
+
+impl Address {
+    pub(super) fn new(data: &ArrayView<'_>, lead: usize) -> Address {
+        let axes: SmallVec<[(usize, isize); 8]> = data.shape[..lead]
+            .iter()
+            .copied()
+            .zip(data.strides.iter().copied())
+            .collect();
+        let inner = axes.iter().rev().find(|&&(n, _)| n > 1).map_or(0, |a| a.1);
+        let mut step = 1isize;
+        let mut scaled = true;
+        for &(n, stride) in axes.iter().rev() {
+            if n > 1 {
+                scaled &= step.checked_mul(inner) == Some(stride);
+            }
+            step = step.saturating_mul(n as isize);
+        }
+        if scaled {
+            Address::Scaled(inner)
+        } else {
+            Address::Unravel(axes)
+        }
+    }
+
+    /// The byte offset of the slice at `position`, from element `[0, ..., 0]`.
+    #[inline(always)]
+    fn offset(&self, position: usize) -> isize {
+        match self {
+            // No overflow: equal to the unravelled sum below, a byte offset
+            // of an element of `data`, which fits its span.
+            Address::Scaled(stride) => position as isize * stride,
+            Address::Unravel(axes) => {
+                let mut rest = position;
+                let mut off = 0isize;
+                for &(n, stride) in axes.iter().rev() {
+                    // n > 0: the position exists, so no leading axis is empty.
+                    off += (rest % n) as isize * stride;
+                    rest /= n;
+                }
+                off
+            }
+        }
+    }
+}
+
+/// A [`Prepared`] gather bound to one `data` array ([`Prepared::bind`]).
+pub struct PreparedCall<'a> {
+    pub(super) prepared: &'a Prepared,
+    pub(super) plan: Plan<'a>,
+    pub(super) address: Address,
+}
+
+impl PreparedCall<'_> {
+    /// The shape of the result.
+    pub fn out_shape(&self) -> &[usize] {
+        self.plan.out_shape()
+    }
+
+    /// The size of the result in bytes.
+    pub fn out_bytes(&self) -> usize {
+        self.plan.out_bytes()
+    }
+
+    /// Bytes a call moves: the result written plus the positions read.
+    pub fn work_bytes(&self) -> usize {
+        let p = &self.prepared.positions;
+        self.plan
+            .out_bytes
+            .saturating_add(p.len().saturating_mul(p.width()))
+    }
+
+    /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
+    /// must not overlap `data`, with up to `threads` threads. Reads no
+    /// index: it cannot fail on one.
+    pub fn execute(&self, out: &mut [u8], threads: usize) -> Result<()> {
+        if out.len() != self.plan.out_bytes {
+            return Err(GatherError::InvalidArgument(format!(
+                "output buffer has {} bytes, the result needs {}",
+                out.len(),
+                self.plan.out_bytes
+            )));
+        }
+        if self.plan.out_bytes == 0 {
+            return Ok(());
+        }
+        let n = self.plan.n_rows;
+        let misses = if self.plan.prefetch { n } else { 0 };
+        let cost = self
+            .work_bytes()
+            .saturating_add(misses.saturating_mul(RANDOM_ROW_COST));
+        let zero = self.prepared.mode == Mode::Zero;
+        if let Some(order) = &self.prepared.order {
+            self.execute_in_address_order(order, out, threads, cost);
+            return Ok(());
+        }
+        let copy = |start: usize, chunk: &mut [u8]| {
+            match (&self.prepared.positions, zero) {
+                (Positions::U32(p), false) => self.copy_rows::<u32, false>(p, start, chunk),
+                (Positions::U32(p), true) => self.copy_rows::<u32, true>(p, start, chunk),
+                (Positions::U64(p), false) => self.copy_rows::<u64, false>(p, start, chunk),
+                (Positions::U64(p), true) => self.copy_rows::<u64, true>(p, start, chunk),
+            }
+            Ok(())
+        };
+        split_rows(threads, n, cost, self.plan.slice_bytes, out, &copy)
+            .map_err(|BadRow| GatherError::IndicesModified)
+    }
+
+    /// Copies rows `start..` (as many as `out` holds) from their positions.
+    fn copy_rows<W: Word, const ZERO: bool>(&self, positions: &[W], start: usize, out: &mut [u8]) {
+        let sb = self.plan.slice_bytes;
+        let n = out.len() / sb;
+        if n <= SMALL_BLOCK {
+            self.copy_rows_in::<W, ZERO, SMALL_BLOCK>(&positions[start..start + n], out);
+        } else {
+            self.copy_rows_in::<W, ZERO, BLOCK>(&positions[start..start + n], out);
+        }
+        if self.plan.stream {
+            // Our non-temporal stores must be visible before this task
+            // reports itself done (as in `kernel`).
+            fence();
+        }
+    }
+
+    #[inline(always)]
+    fn copy_rows_in<W: Word, const ZERO: bool, const B: usize>(
+        &self,
+        positions: &[W],
+        out: &mut [u8],
+    ) {
+        let sb = self.plan.slice_bytes;
+        let mut offsets = [0isize; B];
+        for (i, block) in positions.chunks(B).enumerate() {
+            let offsets = &mut offsets[..block.len()];
+            self.fill_offsets::<W, ZERO>(block, offsets);
+            // SAFETY: copy_block needs each offset to be the start of a
+            // slice of `data` (or the zero-fill marker in a ZERO call), and
+            // room for the block's rows at `out + i * B * sb`.
+            // - Every position that is not the marker is below the count of
+            //   leading elements of the prepared shape: `Prepared::new` made
+            //   it from a checked index, or `from_parts` checked it. It
+            //   unravels to coordinates inside the leading axes, and
+            //   `Address::offset` is the byte offset of that element in
+            //   `data`, which `bind` checked to have exactly the prepared
+            //   shape and to be a checked view (its plan): with the slice
+            //   axes at any in-range position, an in-range position of a
+            //   checked view, inside its bytes (invariant (b)).
+            // - The marker only appears in a Zero gather (`new` writes it
+            //   for ZERO only, `from_parts` refuses it otherwise), and ZERO
+            //   is set exactly then.
+            // - `out` holds positions.len() rows of `sb` bytes (split_rows
+            //   hands out whole rows), and does not overlap `data` (caller
+            //   of `execute`).
+            unsafe { copy_block::<ZERO>(&self.plan, offsets, out.as_mut_ptr().add(i * B * sb)) };
+        }
+    }
+}
+
+impl PreparedCall<'_> {
+    /// Gathers every row with positions in address order: each task reads
+    /// a range of them and scatters the slices to their rows.
+    fn execute_in_address_order(&self, order: &[u32], out: &mut [u8], threads: usize, cost: usize) {
+        let n = order.len();
+        let base = SharedOut(out.as_mut_ptr());
+        let zero = self.prepared.mode == Mode::Zero;
+        let run = |range: std::ops::Range<usize>| {
+            let rows = &order[range.clone()];
+            // SAFETY: (each arm) `base` is `out`, which holds the plan's
+            // n_rows rows; `rows` is a range of a permutation of them, and
+            // ranges of different tasks are disjoint, so no two writes
+            // meet; `out` does not overlap `data` (caller of `execute`).
+            unsafe {
+                match (&self.prepared.positions, zero) {
+                    (Positions::U32(p), false) => {
+                        self.scatter_rows::<u32, false>(&p[range], rows, &base)
+                    }
+                    (Positions::U32(p), true) => {
+                        self.scatter_rows::<u32, true>(&p[range], rows, &base)
+                    }
+                    (Positions::U64(p), false) => {
+                        self.scatter_rows::<u64, false>(&p[range], rows, &base)
+                    }
+                    (Positions::U64(p), true) => {
+                        self.scatter_rows::<u64, true>(&p[range], rows, &base)
+                    }
+                }
+            }
+        };
+        match task_rows(threads, n, cost) {
+            None => run(0..n),
+            Some(per_task) => for_each_task(threads, n.div_ceil(per_task), &|t| {
+                run(t * per_task..((t + 1) * per_task).min(n))
+            }),
+        }
+    }
+
+    /// Copies the slices at `positions` (a block at a time, by the one-shot
+    /// copy, into a small buffer), then each to its output row `rows[i]`.
+    ///
+    /// # Safety
+    /// Every row is below the plan's n_rows, no other thread writes these
+    /// rows meanwhile, and `base` addresses `out_bytes` writable bytes that
+    /// do not overlap `data`.
+    unsafe fn scatter_rows<W: Word, const ZERO: bool>(
+        &self,
+        positions: &[W],
+        rows: &[u32],
+        base: &SharedOut,
+    ) {
+        let sb = self.plan.slice_bytes;
+        let per_block = (SCATTER_BUFFER_BYTES / sb).clamp(1, BLOCK);
+        let mut buffer = vec![0u8; per_block * sb];
+        let mut offsets = [0isize; BLOCK];
+        for (block, rows) in positions.chunks(per_block).zip(rows.chunks(per_block)) {
+            let offsets = &mut offsets[..block.len()];
+            self.fill_offsets::<W, ZERO>(block, offsets);
+            // SAFETY: the offsets are slices of `data` or zero-fill marks,
+            // as in `copy_rows_in` (which says why); the buffer holds
+            // per_block >= block.len() rows and is not `data`.
+            unsafe { copy_block::<ZERO>(&self.plan, offsets, buffer.as_mut_ptr()) };
+            for (i, &row) in rows.iter().enumerate() {
+                // SAFETY: row i of the buffer, to output row `row` (below
+                // n_rows, so inside `out`; caller), which this task alone
+                // writes (caller); the two do not overlap.
+                unsafe {
+                    let src = buffer.as_ptr().add(i * sb);
+                    let dst = base.at(row as usize * sb);
+                    if sb <= 64 {
+                        copy_small(src, dst, sb);
+                    } else {
+                        std::ptr::copy_nonoverlapping(src, dst, sb);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The byte offsets of `positions` (the zero-fill marker for a mark).
+    #[inline(always)]
+    fn fill_offsets<W: Word, const ZERO: bool>(&self, positions: &[W], offsets: &mut [isize]) {
+        for (o, &p) in offsets.iter_mut().zip(positions) {
+            *o = if ZERO && p.is_mark() {
+                ZERO_FILL
+            } else {
+                self.address.offset(p.get())
+            };
+        }
+    }
+}
+
+/// The buffer a task of an address-order gather copies a block into before
+/// scattering it: within the L1 cache.
+const SCATTER_BUFFER_BYTES: usize = 16 << 10;
+
+/// Rows of a call small enough for a small offsets buffer.
+const SMALL_BLOCK: usize = 32;

@@ -1,0 +1,720 @@
+//! Prepared gathers: the indices of a gather checked and resolved once, for
+//! a shape of `data`, into the position of each output row's slice; then
+//! gathered from any number of arrays of that shape, of any element size
+//! and strides, without reading an index again.
+//!
+//! A row's *position* is the C-order number of its slice's first element
+//! among the leading axes of `data`, the ones a row addresses (batch, outer
+//! and indexed axes; the slice axes follow them). Positions are made by the
+//! one-shot plan itself, over a stand-in `data` whose strides are the
+//! leading axes' element strides: the same checks, the same errors, the same
+//! resolution of negative and out-of-range indices. At call time a position
+//! becomes a byte offset, times one stride when the array's leading strides
+//! are proportional to the element strides (C-contiguous arrays and most
+//! slices of them), else by unravelling it over the leading axes, and the
+//! slices are copied by the one-shot copy routines.
+//!
+//! A large gather of short slices (points) is bound by reads from random
+//! addresses. Prepared, it can afford to order its positions by address
+//! once, with the output row of each: a call then reads `data` almost in
+//! order (pages and cache lines used back to back) and scatters the short
+//! slices into the output, which costs less than reading at random.
+
+use smallvec::SmallVec;
+
+mod call;
+mod order;
+
+use call::Address;
+pub use call::PreparedCall;
+use order::{by_address, is_permutation};
+
+use crate::error::{fmt_tuple, GatherError, Result};
+use crate::execute::split_rows;
+use crate::index::{with_index_type, IndexElem, IndexType};
+use crate::kernel::{row_offsets, BLOCK};
+use crate::layout::ArrayView;
+use crate::mode::Mode;
+use crate::offsets::{BadRow, ZERO_FILL};
+use crate::plan::{plan_gather_nd_walking, plan_gather_walking, Plan};
+
+/// Which operator a [`Prepared`] gather runs, with its attributes as the
+/// caller gave them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreparedOp {
+    /// `gather_nd(data, indices, batch_dims)`.
+    GatherNd {
+        /// As for [`plan_gather_nd`](crate::plan_gather_nd).
+        batch_dims: i64,
+    },
+    /// `gather(data, indices, axis, batch_dims)`.
+    Gather {
+        /// As for [`plan_gather`](crate::plan_gather).
+        axis: i64,
+        /// As for [`plan_gather`](crate::plan_gather).
+        batch_dims: i64,
+    },
+}
+
+/// The resolved position of every output row: 32 bits when every position
+/// of the shape fits with room for the zero-fill marker (the word's largest
+/// value), else 64.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Positions of a shape with fewer than `u32::MAX` leading elements.
+    U32(Vec<u32>),
+    /// Positions of any other shape.
+    U64(Vec<u64>),
+}
+
+impl Positions {
+    fn len(&self) -> usize {
+        match self {
+            Positions::U32(v) => v.len(),
+            Positions::U64(v) => v.len(),
+        }
+    }
+
+    /// Bytes per position.
+    fn width(&self) -> usize {
+        match self {
+            Positions::U32(_) => 4,
+            Positions::U64(_) => 8,
+        }
+    }
+}
+
+/// A position word: `MARK` (its largest value) marks a zero-filled row.
+trait Word: Copy + Send + Sync + 'static {
+    const MARK: Self;
+    fn from_offset(off: usize) -> Self;
+    fn get(self) -> usize;
+    fn is_mark(self) -> bool;
+}
+
+macro_rules! word {
+    ($t:ty) => {
+        impl Word for $t {
+            const MARK: Self = <$t>::MAX;
+            #[inline(always)]
+            fn from_offset(off: usize) -> Self {
+                // Below MARK: positions are below the count of leading
+                // elements, which is at most MARK for this word (`wide`).
+                off as $t
+            }
+            #[inline(always)]
+            fn get(self) -> usize {
+                self as usize
+            }
+            #[inline(always)]
+            fn is_mark(self) -> bool {
+                self == Self::MARK
+            }
+        }
+    };
+}
+word!(u32);
+word!(u64);
+
+/// The bytes of the stand-in arrays: every stride of a stand-in is 0, so
+/// its one element (at most 8 bytes) is all it spans.
+static STAND_IN: [u8; 8] = [0; 8];
+
+/// A gather whose indices were checked and resolved for one shape of
+/// `data` (see the module's text). Immutable: shared by any number of
+/// threads at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    op: PreparedOp,
+    mode: Mode,
+    data_shape: Vec<usize>,
+    index_shape: Vec<usize>,
+    index_type: IndexType,
+    /// Zeros, one per axis of `data` or of `indices`: the stand-ins'
+    /// strides.
+    zeros: Vec<isize>,
+    out_shape: Vec<usize>,
+    /// The number of leading axes of `data` a position counts over.
+    lead: usize,
+    /// One per output row; none when the output is empty. In address
+    /// order when `order` is given, else in the order of the rows.
+    positions: Positions,
+    /// When positions are in address order: the output row of each (a
+    /// permutation of the rows).
+    order: Option<Vec<u32>>,
+}
+
+/// Plans `op` (its one-shot checks and errors), walking `data` with `walk`
+/// strides if given.
+fn plan<'a>(
+    op: PreparedOp,
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    walk: Option<&[isize]>,
+) -> Result<Plan<'a>> {
+    match op {
+        PreparedOp::GatherNd { batch_dims } => {
+            plan_gather_nd_walking(data, indices, index_type, batch_dims, walk)
+        }
+        PreparedOp::Gather { axis, batch_dims } => {
+            plan_gather_walking(data, indices, index_type, axis, batch_dims, walk)
+        }
+    }
+}
+
+/// An array of `shape` whose every element is the first byte of
+/// [`STAND_IN`] (`zeros` has one 0 per axis): a checked view of any shape.
+fn stand_in<'a>(shape: &'a [usize], zeros: &'a [isize], itemsize: usize) -> ArrayView<'a> {
+    ArrayView {
+        bytes: &STAND_IN,
+        offset: 0,
+        shape,
+        strides: &zeros[..shape.len()],
+        itemsize,
+    }
+}
+
+/// The number of elements of `shape` (no overflow: the planners bound
+/// every non-empty axis product by `isize::MAX`).
+fn count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+impl Prepared {
+    /// Checks `indices` for a gather `op` from `data` of `shape` and resolves
+    /// them, with `threads` threads at most. Fails exactly as the one-shot
+    /// gather from such `data` would (its size in bytes aside: the stand-in
+    /// has one-byte elements), and with `OutOfMemory` if the positions
+    /// cannot be held.
+    pub fn new(
+        op: PreparedOp,
+        shape: &[usize],
+        indices: ArrayView<'_>,
+        index_type: IndexType,
+        mode: Mode,
+        threads: usize,
+    ) -> Result<Prepared> {
+        let zeros = vec![0isize; shape.len().max(indices.shape.len())];
+        let data = stand_in(shape, &zeros, 1);
+        let checked = plan(op, data, indices, index_type, None)?;
+        // The tuple is never empty: its last axis ends the leading ones.
+        let lead = checked.tuple.last().map_or(0, |t| t.axis + 1);
+        let walk = element_strides(shape, lead);
+        let plan = plan(op, data, indices, index_type, Some(&walk))?;
+        let wide = count(&shape[..lead]) > u32::MAX as usize;
+        let mut order = None;
+        let positions = if plan.out_shape.contains(&0) {
+            // No row to copy: only the indices' check remains, as in a
+            // one-shot call with an empty output.
+            if plan.can_fail(mode) {
+                plan.check_all(mode, threads)?;
+            }
+            Positions::U32(Vec::new())
+        } else if wide {
+            Positions::U64(resolve::<u64>(&plan, mode, threads)?)
+        } else {
+            let positions = resolve::<u32>(&plan, mode, threads)?;
+            Positions::U32(by_address(positions, shape, lead, threads, &mut order)?)
+        };
+        Ok(Prepared {
+            op,
+            mode,
+            data_shape: shape.to_vec(),
+            index_shape: indices.shape.to_vec(),
+            index_type,
+            zeros: zeros.clone(),
+            out_shape: plan.out_shape.to_vec(),
+            lead,
+            positions,
+            order,
+        })
+    }
+
+    /// A prepared gather from its parts (as [`Prepared::parts`] gave them,
+    /// say after a trip through a pickle), checked as thoroughly as if they
+    /// came from a stranger: the attributes by planning, every position
+    /// against the shape. Fails with `InvalidArgument` on parts no
+    /// [`Prepared::new`] could have made.
+    pub fn from_parts(
+        op: PreparedOp,
+        shape: &[usize],
+        index_shape: &[usize],
+        index_type: IndexType,
+        mode: Mode,
+        positions: Positions,
+        order: Option<Vec<u32>>,
+    ) -> Result<Prepared> {
+        let zeros = vec![0isize; shape.len().max(index_shape.len())];
+        let data = stand_in(shape, &zeros, 1);
+        let indices = stand_in(index_shape, &zeros, index_type.itemsize());
+        let plan = plan(op, data, indices, index_type, None)?;
+        let lead = plan.tuple.last().map_or(0, |t| t.axis + 1);
+        let elements = count(&shape[..lead]);
+        let empty = plan.out_shape.contains(&0);
+        let rows = if empty { 0 } else { plan.n_rows };
+        let wide = elements > u32::MAX as usize;
+        let fits = |p: usize, mark: bool| (mark && mode == Mode::Zero) || (!mark && p < elements);
+        let ok = positions.len() == rows
+            && match &positions {
+                Positions::U32(v) => !wide && v.iter().all(|&p| fits(p.get(), p.is_mark())),
+                Positions::U64(v) => {
+                    (wide || empty) && v.iter().all(|&p| fits(p.get(), p.is_mark()))
+                }
+            }
+            && order.as_ref().is_none_or(|o| is_permutation(o, rows));
+        if !ok {
+            return Err(GatherError::InvalidArgument(
+                "not the state of a prepared gather: its positions do not fit its shape".into(),
+            ));
+        }
+        Ok(Prepared {
+            op,
+            mode,
+            data_shape: shape.to_vec(),
+            index_shape: index_shape.to_vec(),
+            index_type,
+            zeros: zeros.clone(),
+            out_shape: plan.out_shape.to_vec(),
+            lead,
+            positions,
+            order,
+        })
+    }
+
+    /// The parts [`Prepared::from_parts`] takes: operator, data shape,
+    /// index shape, index type, mode, positions, order.
+    pub fn parts(&self) -> PreparedParts<'_> {
+        (
+            self.op,
+            &self.data_shape,
+            &self.index_shape,
+            self.index_type,
+            self.mode,
+            &self.positions,
+            self.order.as_deref(),
+        )
+    }
+
+    /// The shape of `data` the gather was prepared for.
+    pub fn data_shape(&self) -> &[usize] {
+        &self.data_shape
+    }
+
+    /// The shape of every result.
+    pub fn out_shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    /// What the gather does with an index outside its axis.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The bytes this value holds: itself, its positions and its shapes.
+    pub fn nbytes(&self) -> usize {
+        let words = self.data_shape.len() + self.index_shape.len() + self.out_shape.len();
+        std::mem::size_of::<Self>()
+            + self.positions.len() * self.positions.width()
+            + self.order.as_ref().map_or(0, |o| o.len() * 4)
+            + (words + self.zeros.len()) * std::mem::size_of::<usize>()
+    }
+
+    /// Binds the gather to `data`, which must have the prepared shape (any
+    /// element size and strides): the call's plan, checked (`data`'s view,
+    /// the result's size in bytes) as a one-shot call's is.
+    pub fn bind<'a>(&'a self, data: ArrayView<'a>) -> Result<PreparedCall<'a>> {
+        if data.shape != self.data_shape.as_slice() {
+            return Err(GatherError::InvalidArgument(format!(
+                "data has shape {} but the gather was prepared for data of shape {}",
+                fmt_tuple(data.shape),
+                fmt_tuple(&self.data_shape)
+            )));
+        }
+        let indices = stand_in(&self.index_shape, &self.zeros, self.index_type.itemsize());
+        let mut plan = plan(self.op, data, indices, self.index_type, None)?;
+        if self.order.is_some() {
+            // The copy goes to a small buffer that is read back at once
+            // (`scatter_rows`): no stores that bypass the cache.
+            plan.stream = false;
+        }
+        let rows = if plan.out_bytes == 0 { 0 } else { plan.n_rows };
+        if rows > self.positions.len() {
+            // Unreachable: the same shapes plan the same rows.
+            return Err(GatherError::InvalidArgument(
+                "a prepared gather's positions do not match its plan".into(),
+            ));
+        }
+        let address = Address::new(&data, self.lead);
+        Ok(PreparedCall {
+            prepared: self,
+            plan,
+            address,
+        })
+    }
+}
+
+/// What [`Prepared::parts`] gives: operator, data shape, index shape, index
+/// type, mode, positions and, when they are in address order, the output
+/// row of each.
+pub type PreparedParts<'a> = (
+    PreparedOp,
+    &'a [usize],
+    &'a [usize],
+    IndexType,
+    Mode,
+    &'a Positions,
+    Option<&'a [u32]>,
+);
+
+/// The C-order element strides of the `lead` leading axes of `shape`, and
+/// zeros for the others (which no row walks).
+fn element_strides(shape: &[usize], lead: usize) -> SmallVec<[isize; 8]> {
+    let mut strides: SmallVec<[isize; 8]> = SmallVec::from_elem(0, shape.len());
+    let mut step = 1usize;
+    for a in (0..lead).rev() {
+        // No overflow: a product of axes of `shape`, bounded by isize::MAX
+        // when none is empty (the planners' check) and 0 otherwise.
+        strides[a] = step as isize;
+        step = step.saturating_mul(shape[a]);
+    }
+    strides
+}
+
+/// Resolves every output row's position: `plan` walks the stand-in with
+/// element strides, so its offsets are positions; the one-shot check finds
+/// the error of a bad index.
+fn resolve<W: Word>(plan: &Plan<'_>, mode: Mode, threads: usize) -> Result<Vec<W>> {
+    let n = plan.n_rows;
+    let mut positions: Vec<W> = with_capacity(n)?;
+    positions.resize(n, W::MARK);
+    let width = std::mem::size_of::<W>();
+    // SAFETY: the vector's `n` initialised words, seen as bytes (every
+    // pattern of a word is a valid byte sequence and the reverse).
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(positions.as_mut_ptr().cast::<u8>(), n * width) };
+    let reads = plan.tuple.len() * plan.index_type.itemsize();
+    let cost = n.saturating_mul(reads + width);
+    let fill = |start: usize, chunk: &mut [u8]| {
+        // SAFETY: `chunk` is whole words of the vector (split_rows splits at
+        // multiples of `width` from its start, which is aligned for W).
+        let words = unsafe {
+            std::slice::from_raw_parts_mut(chunk.as_mut_ptr().cast::<W>(), chunk.len() / width)
+        };
+        with_index_type!(plan.index_type, T => match mode {
+            Mode::Raise => fill_positions::<T, W, false, false>(plan, start, words),
+            Mode::Zero => fill_positions::<T, W, false, true>(plan, start, words),
+            Mode::Clip => fill_positions::<T, W, true, false>(plan, start, words),
+        })
+    };
+    match split_rows(threads, n, cost, width, bytes, &fill) {
+        Ok(()) => Ok(positions),
+        // The first bad index in C order, as a one-shot call reports it.
+        Err(BadRow) => plan.report_bad(mode, threads).map(|()| positions),
+    }
+}
+
+/// An empty vector with room for `n` items, or `OutOfMemory`. A large one
+/// asks for huge pages, as NumPy does for its arrays: its pages are touched
+/// once, right away, and a fault per 4 KiB page costs more than the work.
+fn with_capacity<T>(n: usize) -> Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        GatherError::OutOfMemory(format!("cannot allocate {n} words of a prepared gather"))
+    })?;
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = n * std::mem::size_of::<T>();
+        if bytes >= 2 * HUGE {
+            let start = v.as_mut_ptr().cast::<u8>();
+            let lead = start.align_offset(HUGE);
+            let len = (bytes - lead) / HUGE * HUGE;
+            // SAFETY: madvise only gives the kernel a hint about pages of
+            // this allocation (the aligned whole huge pages inside its
+            // `bytes`), which it owns and nothing else uses; failure is
+            // harmless and ignored.
+            unsafe { libc::madvise(start.add(lead).cast(), len, libc::MADV_HUGEPAGE) };
+        }
+    }
+    Ok(v)
+}
+
+/// Positions of rows `start..start + words.len()`, a block at a time.
+fn fill_positions<T: IndexElem, W: Word, const CLIP: bool, const ZERO: bool>(
+    plan: &Plan<'_>,
+    start: usize,
+    words: &mut [W],
+) -> std::result::Result<(), BadRow> {
+    let mut offsets = [0isize; BLOCK];
+    for (i, block) in words.chunks_mut(BLOCK).enumerate() {
+        let offsets = &mut offsets[..block.len()];
+        // SAFETY: rows start + i * BLOCK .. + block.len() are rows of the
+        // plan (the words are a range of its n_rows).
+        unsafe { row_offsets::<T, CLIP, ZERO>(plan, start + i * BLOCK, offsets)? };
+        for (w, &off) in block.iter_mut().zip(offsets.iter()) {
+            // A valid row's offset is its position: a non-negative number
+            // below the count of leading elements.
+            *w = if ZERO && off == ZERO_FILL {
+                W::MARK
+            } else {
+                W::from_offset(off as usize)
+            };
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::order::{SORT_IGNORED_BITS, SORT_PARALLEL_MIN_ROWS};
+    use super::*;
+    use crate::{plan_gather, plan_gather_nd, Validation};
+
+    fn view<'a>(
+        bytes: &'a [u8],
+        shape: &'a [usize],
+        strides: &'a [isize],
+        itemsize: usize,
+    ) -> ArrayView<'a> {
+        ArrayView {
+            bytes,
+            offset: 0,
+            shape,
+            strides,
+            itemsize,
+        }
+    }
+
+    fn i64_bytes(v: &[i64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_ne_bytes()).collect()
+    }
+
+    /// A 3-d array of u16, its element [i, j, k] = i * 100 + j * 10 + k.
+    fn data3(shape: [usize; 3]) -> Vec<u8> {
+        let mut v = vec![];
+        for i in 0..shape[0] {
+            for j in 0..shape[1] {
+                for k in 0..shape[2] {
+                    v.extend(((i * 100 + j * 10 + k) as u16).to_ne_bytes());
+                }
+            }
+        }
+        v
+    }
+
+    /// Prepared and one-shot gathers agree, in every mode, on a
+    /// C-contiguous array and on a transposed view of another one.
+    #[test]
+    fn matches_one_shot_on_any_strides() {
+        let shape = [4usize, 3, 5];
+        let bytes = data3(shape);
+        let c_strides = [30isize, 10, 2];
+        // The same values, stored with axes in reverse (Fortran order).
+        let mut f = vec![0u8; bytes.len()];
+        for i in 0..4 {
+            for j in 0..3 {
+                for k in 0..5 {
+                    let src = (i * 15 + j * 5 + k) * 2;
+                    let dst = (k * 12 + j * 4 + i) * 2;
+                    f[dst..dst + 2].copy_from_slice(&bytes[src..src + 2]);
+                }
+            }
+        }
+        let f_strides = [2isize, 8, 24];
+        let ids = i64_bytes(&[1, -1, 3, 0, 7, -9, 2, 0]);
+        let ishape = [4usize, 2];
+        let istrides = [16isize, 8];
+        let cases: [(PreparedOp, &[usize], &[isize]); 3] = [
+            (PreparedOp::GatherNd { batch_dims: 0 }, &ishape, &istrides),
+            (
+                PreparedOp::Gather {
+                    axis: 1,
+                    batch_dims: 0,
+                },
+                &ishape,
+                &istrides,
+            ),
+            (
+                PreparedOp::Gather {
+                    axis: -1,
+                    batch_dims: 1,
+                },
+                &ishape,
+                &istrides,
+            ),
+        ];
+        for (op, is, ist) in cases {
+            for mode in [Mode::Raise, Mode::Zero, Mode::Clip] {
+                let indices = view(&ids, is, ist, 8);
+                let prepared = Prepared::new(op, &shape, indices, IndexType::I64, mode, 2);
+                for (data_bytes, strides) in [(&bytes, &c_strides), (&f, &f_strides)] {
+                    let data = view(data_bytes, &shape, strides, 2);
+                    let oneshot = match op {
+                        PreparedOp::GatherNd { batch_dims } => {
+                            plan_gather_nd(data, indices, IndexType::I64, batch_dims)
+                        }
+                        PreparedOp::Gather { axis, batch_dims } => {
+                            plan_gather(data, indices, IndexType::I64, axis, batch_dims)
+                        }
+                    };
+                    let oneshot = oneshot.and_then(|p| {
+                        let mut out = vec![0u8; p.out_bytes()];
+                        p.execute(mode, &mut out, Validation::BeforeWriting, 1)
+                            .map(|()| out)
+                    });
+                    let got = prepared.as_ref().map_err(Clone::clone).and_then(|p| {
+                        let call = p.bind(data)?;
+                        let mut out = vec![0xAAu8; call.out_bytes()];
+                        call.execute(&mut out, 2).map(|()| out)
+                    });
+                    assert_eq!(got, oneshot, "{op:?} {mode:?} strides {strides:?}");
+                }
+            }
+        }
+    }
+
+    /// Points from a large array take the address-order path: positions
+    /// sorted, rows a permutation; the result is still the one-shot one, in
+    /// every mode, on a C-ordered array and on its transpose's view.
+    #[test]
+    fn address_order_gathers_equal_one_shot() {
+        let shape = [1024usize, 1024];
+        let bytes: Vec<u8> = (0..1024 * 1024).map(|v: u32| (v * 7 % 253) as u8).collect();
+        let mut t = vec![0u8; bytes.len()];
+        for i in 0..1024 {
+            for j in 0..1024 {
+                t[j * 1024 + i] = bytes[i * 1024 + j];
+            }
+        }
+        let mut state = 12345u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) % 2400) as i64 - 1200
+        };
+        // Below and above the size from which the sort runs in parallel.
+        for n in [40_000, SORT_PARALLEL_MIN_ROWS + 1000] {
+            let ids: Vec<i64> = (0..2 * n).map(|_| next()).collect();
+            let ids = i64_bytes(&ids);
+            let ishape = [n, 2];
+            let indices = view(&ids, &ishape, &[16, 8], 8);
+            let op = PreparedOp::GatherNd { batch_dims: 0 };
+            for mode in [Mode::Zero, Mode::Clip] {
+                let p = Prepared::new(op, &shape, indices, IndexType::I64, mode, 2).unwrap();
+                let order = p.order.as_ref().expect("address order");
+                let Positions::U32(sorted) = &p.positions else {
+                    panic!("32-bit positions")
+                };
+                let key = |&w: &u32| {
+                    if w.is_mark() {
+                        u64::MAX
+                    } else {
+                        w as u64 >> SORT_IGNORED_BITS
+                    }
+                };
+                assert!(sorted.windows(2).all(|w| key(&w[0]) <= key(&w[1])));
+                assert!(is_permutation(order, n));
+                for (data, strides) in [(&bytes, [1024isize, 1]), (&t, [1, 1024])] {
+                    let d = view(data, &shape, &strides, 1);
+                    let mut want = vec![0u8; n];
+                    plan_gather_nd(d, indices, IndexType::I64, 0)
+                        .unwrap()
+                        .execute(mode, &mut want, Validation::WhileCopying, 2)
+                        .unwrap();
+                    for threads in [1, 2] {
+                        let mut got = vec![0xAAu8; n];
+                        p.bind(d).unwrap().execute(&mut got, threads).unwrap();
+                        assert!(
+                            got == want,
+                            "{mode:?} strides {strides:?}, {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn positions_are_32_bits_when_they_fit() {
+        let ids = i64_bytes(&[0, 1]);
+        let indices = view(&ids, &[2], &[8], 8);
+        let op = PreparedOp::Gather {
+            axis: 0,
+            batch_dims: 0,
+        };
+        let small = Prepared::new(op, &[3, 1 << 40], indices, IndexType::I64, Mode::Raise, 1);
+        assert!(matches!(small.unwrap().positions, Positions::U32(_)));
+        let wide = Prepared::new(op, &[1 << 33, 2], indices, IndexType::I64, Mode::Raise, 1);
+        assert!(matches!(wide.unwrap().positions, Positions::U64(_)));
+    }
+
+    #[test]
+    fn shape_mismatch_and_forged_parts_are_refused() {
+        let ids = i64_bytes(&[2, -1]);
+        let indices = view(&ids, &[2], &[8], 8);
+        let op = PreparedOp::Gather {
+            axis: 0,
+            batch_dims: 0,
+        };
+        let p = Prepared::new(op, &[3, 2], indices, IndexType::I64, Mode::Raise, 1).unwrap();
+        assert_eq!(p.positions, Positions::U32(vec![2, 2]));
+        let bytes = [0u8; 12];
+        let err = p.bind(view(&bytes, &[2, 3], &[6, 2], 2)).err().unwrap();
+        assert_eq!(
+            err,
+            GatherError::InvalidArgument(
+                "data has shape (2, 3) but the gather was prepared for data of shape (3, 2)".into()
+            )
+        );
+        let (op, shape, ishape, ty, mode, positions, order) = p.parts();
+        assert!(order.is_none());
+        let back =
+            Prepared::from_parts(op, shape, ishape, ty, mode, positions.clone(), None).unwrap();
+        assert_eq!(back, p);
+        for forged in [
+            Positions::U32(vec![2, 3]),
+            Positions::U32(vec![2]),
+            Positions::U32(vec![2, u32::MAX]),
+            Positions::U64(vec![2, 2]),
+        ] {
+            assert!(Prepared::from_parts(op, shape, ishape, ty, mode, forged, None).is_err());
+        }
+        // The zero-fill marker belongs to mode "zero" only.
+        let zero = Positions::U32(vec![u32::MAX, 1]);
+        assert!(
+            Prepared::from_parts(op, shape, ishape, ty, Mode::Zero, zero.clone(), None).is_ok()
+        );
+        // An order must be a permutation of the rows.
+        for (order, ok) in [
+            (vec![1, 0], true),
+            (vec![0, 0], false),
+            (vec![0, 2], false),
+            (vec![0], false),
+        ] {
+            let got =
+                Prepared::from_parts(op, shape, ishape, ty, Mode::Zero, zero.clone(), Some(order));
+            assert_eq!(got.is_ok(), ok);
+        }
+    }
+
+    #[test]
+    fn errors_are_the_one_shot_errors() {
+        let ids = i64_bytes(&[0, 5, 1, -7]);
+        let indices = view(&ids, &[2, 2], &[16, 8], 8);
+        let data = vec![0u8; 6];
+        let d = view(&data, &[2, 3], &[3, 1], 1);
+        let want = plan_gather_nd(d, indices, IndexType::I64, 0)
+            .unwrap()
+            .execute(Mode::Raise, &mut [0u8; 2], Validation::WhileCopying, 1)
+            .unwrap_err();
+        let op = PreparedOp::GatherNd { batch_dims: 0 };
+        let got = Prepared::new(op, &[2, 3], indices, IndexType::I64, Mode::Raise, 1);
+        assert_eq!(got.unwrap_err(), want);
+        let bad = PreparedOp::GatherNd { batch_dims: 2 };
+        let want = plan_gather_nd(d, indices, IndexType::I64, 2).unwrap_err();
+        let got = Prepared::new(bad, &[2, 3], indices, IndexType::I64, Mode::Raise, 1);
+        assert_eq!(got.unwrap_err(), want);
+    }
+}

@@ -1,0 +1,220 @@
+//! The address order of a prepared gather of short slices: its positions
+//! sorted (a radix sort of position and row pairs, split over threads when
+//! large), with the output row of each, so that a call reads `data` almost
+//! in order and scatters the slices to their rows (see `call`).
+
+use super::{count, with_capacity, Word};
+use crate::error::Result;
+use crate::threads::for_each_task;
+
+/// Whether `order` holds each of `0..n` once.
+pub(super) fn is_permutation(order: &[u32], n: usize) -> bool {
+    let mut seen = vec![false; n];
+    order.len() == n
+        && order.iter().all(|&r| {
+            let r = r as usize;
+            r < n && !std::mem::replace(&mut seen[r], true)
+        })
+}
+
+/// Slices of at most this many elements are gathered in address order
+/// (points, short rows: bound by the latency of random reads; a longer
+/// slice's read already streams, and scattering it would cost more).
+const SORT_MAX_SLICE_ELEMENTS: usize = 8;
+
+/// ... by a gather of at least this many rows (below, the sort's pass and
+/// the scatter's buffer cost more than they save) ...
+const SORT_MIN_ROWS: usize = 1 << 15;
+
+/// ... from an array of at least this many elements (a smaller one stays
+/// in the caches, where the order of reads matters little).
+const SORT_MIN_ELEMENTS: usize = 1 << 20;
+
+/// Positions that differ only in these low bits are left in any order:
+/// 16 slices of at most 8 elements, a few cache lines apart for the usual
+/// dtypes.
+pub(super) const SORT_IGNORED_BITS: u32 = 4;
+
+/// At most this many bits of the position are sorted by each pass of the
+/// radix sort: at most 2048 buckets, whose write positions stay in the L2
+/// cache; two passes cover the positions of an array of up to 2^26
+/// elements.
+const SORT_DIGIT_BITS: u32 = 11;
+
+/// Sorts of at least this many positions are split over threads: each
+/// counts and moves its own range of items.
+pub(super) const SORT_PARALLEL_MIN_ROWS: usize = 1 << 18;
+
+/// A buffer that the tasks of a counting pass write at disjoint slots.
+struct SharedSlots<T>(*mut T);
+
+// SAFETY: the tasks of a pass write disjoint slots through the pointer (see
+// `counting_pass`), as disjoint `chunks_mut` would be written.
+unsafe impl<T: Send> Sync for SharedSlots<T> {}
+
+impl<T> SharedSlots<T> {
+    /// Writes `v` at `slot`.
+    ///
+    /// # Safety
+    /// `slot` is inside the buffer, and no other thread reads or writes it
+    /// meanwhile.
+    #[inline(always)]
+    unsafe fn put(&self, slot: usize, v: T) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.add(slot).write(v) };
+    }
+}
+
+/// One stable counting pass over items `0..n`, cut in `parts` ranges run as
+/// tasks on up to `threads` threads: `digit(i)` is item i's bucket (below
+/// `buckets`), and `emit(i, slot)` writes item i at its slot. The slots of
+/// all items are `0..n`, each once: the buckets tile `0..n` in order, and
+/// within a bucket each part gets the range after the previous part's.
+fn counting_pass(
+    n: usize,
+    parts: usize,
+    threads: usize,
+    buckets: usize,
+    digit: impl Fn(usize) -> usize + Sync,
+    emit: impl Fn(usize, usize) + Sync,
+) {
+    let range = |t: usize| {
+        let per = n.div_ceil(parts);
+        (t * per).min(n)..((t + 1) * per).min(n)
+    };
+    let counts: Vec<std::sync::Mutex<Vec<usize>>> =
+        (0..parts).map(|_| Default::default()).collect();
+    let lock = |t: usize| counts[t].lock().unwrap_or_else(|e| e.into_inner());
+    for_each_task(threads, parts, &|t| {
+        let mut count = vec![0usize; buckets];
+        for i in range(t) {
+            count[digit(i)] += 1;
+        }
+        *lock(t) = count;
+    });
+    // Part t's first slot in each bucket.
+    let mut at = 0;
+    let mut starts = vec![vec![0usize; buckets]; parts];
+    for b in 0..buckets {
+        for (t, start) in starts.iter_mut().enumerate() {
+            start[b] = at;
+            at += lock(t)[b];
+        }
+    }
+    let starts: Vec<std::sync::Mutex<Vec<usize>>> =
+        starts.into_iter().map(std::sync::Mutex::new).collect();
+    for_each_task(threads, parts, &|t| {
+        let mut next = std::mem::take(&mut *starts[t].lock().unwrap_or_else(|e| e.into_inner()));
+        for i in range(t) {
+            let slot = &mut next[digit(i)];
+            emit(i, *slot);
+            *slot += 1;
+        }
+    });
+}
+
+/// `positions` in address order, with the output row of each in `order`,
+/// when the gather is one that pays for it (see [`SORT_MAX_SLICE_ELEMENTS`]);
+/// else `positions` as they are. A least-significant-digit radix sort of
+/// (position, row) pairs packed in a word: a stable counting pass per digit
+/// (the first reads the positions, the last writes positions and rows
+/// apart), the zero-filled rows last.
+pub(super) fn by_address(
+    positions: Vec<u32>,
+    shape: &[usize],
+    lead: usize,
+    threads: usize,
+    order: &mut Option<Vec<u32>>,
+) -> Result<Vec<u32>> {
+    let n = positions.len();
+    let elements = count(&shape[..lead]);
+    let slice = count(&shape[lead..]);
+    if slice > SORT_MAX_SLICE_ELEMENTS
+        || n < SORT_MIN_ROWS
+        || n > u32::MAX as usize
+        || elements.saturating_mul(slice) < SORT_MIN_ELEMENTS
+    {
+        return Ok(positions);
+    }
+    // Sort keys 0..=elements: a position, or `elements` for a zero-filled
+    // row (positions are 32-bit words here: elements <= u32::MAX).
+    let key = |p: u32| if p.is_mark() { elements } else { p as usize };
+    let bits = (usize::BITS - elements.leading_zeros()).saturating_sub(SORT_IGNORED_BITS);
+    // At least two passes, so that the last one may write the sorted
+    // positions over the positions, which only the first one reads.
+    let passes = bits.div_ceil(SORT_DIGIT_BITS).max(2) as usize;
+    // Passes of equal width.
+    let width = bits.div_ceil(passes as u32);
+    let buckets = 1usize << width;
+    let digit =
+        |p: u32, pass: usize| (key(p) >> (SORT_IGNORED_BITS + pass as u32 * width)) & (buckets - 1);
+    let parts = if n >= SORT_PARALLEL_MIN_ROWS {
+        threads.clamp(1, 16)
+    } else {
+        1
+    };
+    let pack = |p: u32, row: u32| (p as u64) << 32 | row as u64;
+    let unpack = |pair: u64| ((pair >> 32) as u32, pair as u32);
+    let mut pairs: Vec<u64> = with_capacity(n)?;
+    let dst = SharedSlots(pairs.as_mut_ptr());
+    counting_pass(
+        n,
+        parts,
+        threads,
+        buckets,
+        |i| digit(positions[i], 0),
+        // SAFETY: slot < n, inside the capacity of `pairs`, written by this
+        // task alone (`counting_pass` gives each item its own slot).
+        // No truncation: i < n <= u32::MAX.
+        |i, slot| unsafe { dst.put(slot, pack(positions[i], i as u32)) },
+    );
+    // SAFETY: the pass wrote every one of the n slots (`counting_pass`).
+    unsafe { pairs.set_len(n) };
+    let mut to: Vec<u64> = with_capacity(if passes > 2 { n } else { 0 })?;
+    for pass in 1..passes - 1 {
+        let dst = SharedSlots(to.as_mut_ptr());
+        let src = &pairs;
+        counting_pass(
+            n,
+            parts,
+            threads,
+            buckets,
+            |i| digit(unpack(src[i]).0, pass),
+            // SAFETY: as for the first pass; `to` has room for n.
+            |i, slot| unsafe { dst.put(slot, src[i]) },
+        );
+        // SAFETY: the pass wrote every one of the n slots.
+        unsafe { to.set_len(n) };
+        std::mem::swap(&mut pairs, &mut to);
+        to.clear();
+    }
+    // The sorted positions reuse the positions' memory, which only the
+    // first pass read.
+    let mut sorted = positions;
+    let mut rows: Vec<u32> = with_capacity(n)?;
+    let (to_sorted, to_rows) = (
+        SharedSlots(sorted.as_mut_ptr()),
+        SharedSlots(rows.as_mut_ptr()),
+    );
+    let src = &pairs;
+    counting_pass(
+        n,
+        parts,
+        threads,
+        buckets,
+        |i| digit(unpack(src[i]).0, passes - 1),
+        |i, slot| {
+            let (p, row) = unpack(src[i]);
+            // SAFETY: slot < n, inside `sorted` (n items) and the capacity
+            // of `rows`, written by this task alone (`counting_pass`).
+            unsafe {
+                to_sorted.put(slot, p);
+                to_rows.put(slot, row);
+            }
+        },
+    );
+    // SAFETY: the pass wrote every one of the n slots.
+    unsafe { rows.set_len(n) };
+    *order = Some(rows);
+    Ok(sorted)
+}
