@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 mod copy;
+mod dequantize;
 mod error;
 mod execute;
 mod index;
@@ -32,6 +33,9 @@ mod core_tests;
 #[cfg(feature = "python")]
 mod python;
 
+pub use dequantize::{
+    block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
+};
 pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;

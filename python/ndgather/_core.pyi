@@ -59,3 +59,16 @@ def out_of_range_error(
     data_shape: Sequence[int],
     negatives_allowed: bool,
 ) -> GatherIndexError: ...
+def gather_block_quantized(
+    data: np.ndarray[Any, Any],
+    shape: Sequence[int],
+    codes: str,
+    bits: int,
+    values: np.ndarray[Any, Any] | None,
+    indices: np.ndarray[Any, Any],
+    scales: np.ndarray[Any, Any],
+    zero_points: np.ndarray[Any, Any] | None,
+    gather_axis: int,
+    quantize_axis: int,
+    block_size: int,
+) -> np.ndarray[Any, Any]: ...
