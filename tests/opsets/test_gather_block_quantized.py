@@ -627,3 +627,55 @@ def test_reference_evaluator() -> None:
     (got,) = session.run(None, {"d": data, "i": idx, "s": scales, "z": zps})
     case = Case(data, idx, scales, zps, {"gather_axis": 1, "quantize_axis": 0, "block_size": 16})
     assert_bit_equal(np.asarray(got), reference(case), "evaluator")
+
+
+# ------------------------------------------------------------------ where onnxruntime departs
+
+
+def test_divergence_no_bfloat16_kernel() -> None:
+    """The schema allows bfloat16 scales (T2); the CPU provider has no kernel for them, so the
+    session cannot be created. ndgather computes them as the float32 product rounded to
+    bfloat16 (checked against the NumPy reference above)."""
+    data = np.zeros((2, 16), np.uint8)
+    case = Case(data, np.array([0]), np.ones((2, 1), ml_dtypes.bfloat16), None, {"block_size": 32})
+    ort = pytest.importorskip("onnxruntime")
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.NotImplemented):
+        ort_run_many_bf16(case)
+    assert_bit_equal(case.run(), reference(case), "bfloat16")
+
+
+def ort_run_many_bf16(case: Case) -> Any:
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(np.asarray(a), n)
+        for n, a in zip("dis", [case.data, case.indices, case.scales], strict=True)
+    ]
+    node = helper.make_node(
+        "GatherBlockQuantized", list("dis"), ["o"], domain="com.microsoft", **case.attrs
+    )
+    out = helper.make_tensor_value_info("o", TensorProto.BFLOAT16, None)
+    graph = helper.make_graph([node], "g", [], [out], initializer=inits)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
+    )
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_divergence_rank_1_refused() -> None:
+    """The schema's text says data has "rank r >= 1", but its shape inference refuses rank 1
+    ("data tensor must have rank > 1"), so no model with it loads; ndgather refuses it too."""
+    case = Case(
+        np.zeros(32, ml_dtypes.int4),
+        np.array([0]),
+        np.ones(1, np.float32),
+        None,
+        {"quantize_axis": 0, "block_size": 32},
+    )
+    pytest.importorskip("onnxruntime")
+    with pytest.raises(Exception, match="rank > 1"):
+        ort_run_many([case])
+    with pytest.raises(ValueError, match=f"^{OP}: data must have rank >= 2"):
+        case.run()
