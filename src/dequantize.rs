@@ -121,6 +121,24 @@ const PARALLEL_MIN_ELEMENTS: usize = 32 * 1024;
 /// The smallest piece of work one task does, in output elements.
 const TASK_MIN_ELEMENTS: usize = 8 * 1024;
 
+/// Outputs from this size on are written with non-temporal stores where the
+/// loop allows (4-bit codes into float32): a store that misses the cache
+/// would first read the line (write-allocate), so every output byte would
+/// cross the memory bus twice; the size of a server's last-level cache, as
+/// for the gathers' own streaming copies.
+const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
+
+/// Orders this thread's non-temporal stores before its later stores (the
+/// signal that its part of the output is done).
+#[inline]
+fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions; SSE is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
 /// The shape of the result: `shape[..g] + indices_shape + shape[g + 1..]`.
 pub fn block_quantized_out_shape(
     shape: &[usize],
@@ -310,6 +328,17 @@ trait Real {
     const WIDTH: usize;
     fn load(bytes: &[u8], i: usize) -> f32;
     fn store(out: &mut [u8], i: usize, v: f32);
+    /// Dequantises the 16 4-bit codes of `b` (low nibble first) with one
+    /// zero point and scale into `out`, exactly `16 * WIDTH` bytes long;
+    /// `stream`: around the cache where the type allows (the writer must
+    /// [`fence`] before others read what it wrote).
+    #[inline(always)]
+    fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, _stream: bool) {
+        for (j, &byte) in b.iter().enumerate() {
+            Self::store(out, 2 * j, (i32::from(byte & 0x0f) - zp) as f32 * scale);
+            Self::store(out, 2 * j + 1, (i32::from(byte >> 4) - zp) as f32 * scale);
+        }
+    }
 }
 
 struct F32;
@@ -331,6 +360,66 @@ impl Real for F32 {
     #[inline(always)]
     fn store(out: &mut [u8], i: usize, v: f32) {
         out[4 * i..4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    #[inline(always)]
+    fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, stream: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if let Ok(out) = <&mut [u8; 64]>::try_from(&mut *out) {
+            nibbles16_sse2(out, b, zp, scale, stream);
+            return;
+        }
+        for (j, &byte) in b.iter().enumerate() {
+            Self::store(out, 2 * j, (i32::from(byte & 0x0f) - zp) as f32 * scale);
+            Self::store(out, 2 * j + 1, (i32::from(byte >> 4) - zp) as f32 * scale);
+        }
+    }
+}
+
+/// [`Real::nibbles16`] into float32 with SSE2 (part of x86_64): the nibbles
+/// split and interleaved in one register, widened to four vectors of i32,
+/// then the same `f32(code - zp) * scale` as the scalar code, lane by lane.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn nibbles16_sse2(out: &mut [u8; 64], b: &[u8; 8], zp: i32, scale: f32, stream: bool) {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cvtepi32_ps, _mm_loadl_epi64, _mm_mul_ps, _mm_set1_epi32,
+        _mm_set1_epi8, _mm_set1_ps, _mm_setzero_si128, _mm_srli_epi16, _mm_storeu_ps,
+        _mm_stream_ps, _mm_sub_epi32, _mm_unpackhi_epi16, _mm_unpackhi_epi8, _mm_unpacklo_epi16,
+        _mm_unpacklo_epi8,
+    };
+    let dst = out.as_mut_ptr().cast::<f32>();
+    let aligned = dst.align_offset(16) == 0;
+    // SAFETY: SSE2 is part of x86_64. `_mm_loadl_epi64` reads the 8 bytes of
+    // `b` (no alignment needed). Each store writes 16 of the 64 bytes of
+    // `out`: `_mm_storeu_ps` at any alignment, `_mm_stream_ps` only when
+    // `dst` is 16-byte aligned (checked above).
+    unsafe {
+        let x = _mm_loadl_epi64(b.as_ptr().cast::<__m128i>());
+        let mask = _mm_set1_epi8(0x0f);
+        let lo = _mm_and_si128(x, mask);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), mask);
+        // Bytes lo0 hi0 lo1 hi1 ...: the codes in element order.
+        let codes = _mm_unpacklo_epi8(lo, hi);
+        let zero = _mm_setzero_si128();
+        let (c0, c1) = (
+            _mm_unpacklo_epi8(codes, zero),
+            _mm_unpackhi_epi8(codes, zero),
+        );
+        let words = [
+            _mm_unpacklo_epi16(c0, zero),
+            _mm_unpackhi_epi16(c0, zero),
+            _mm_unpacklo_epi16(c1, zero),
+            _mm_unpackhi_epi16(c1, zero),
+        ];
+        let (zp, scale) = (_mm_set1_epi32(zp), _mm_set1_ps(scale));
+        for (j, w) in words.into_iter().enumerate() {
+            let v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w, zp)), scale);
+            if stream && aligned {
+                _mm_stream_ps(dst.add(4 * j), v);
+            } else {
+                _mm_storeu_ps(dst.add(4 * j), v);
+            }
+        }
     }
 }
 
@@ -421,6 +510,9 @@ trait Decode: Sync {
     fn value(&self, e: usize, zp: i32) -> f32;
     /// The zero point of the scale at `s`.
     fn zero_point(&self, s: usize) -> i32;
+    /// Asks the cache for the codes of elements `e..e + n`.
+    #[inline(always)]
+    fn prefetch(&self, _e: usize, _n: usize) {}
 
     /// Dequantises the elements from `e` that share one scale and zero
     /// point into `out` (whole elements of `R`).
@@ -438,9 +530,17 @@ struct PackedCodes<'a> {
     zero_points: Option<&'a [u8]>,
     /// Blocks per row of the scales (the quantize axis is last).
     blocks: usize,
+    /// Whether the output is large enough to be written around the cache.
+    stream: bool,
 }
 
 impl Decode for PackedCodes<'_> {
+    #[inline(always)]
+    fn prefetch(&self, e: usize, n: usize) {
+        let per = (8 / self.bits) as usize;
+        prefetch_bytes(self.bytes, e / per, (e + n).div_ceil(per));
+    }
+
     #[inline(always)]
     fn value(&self, e: usize, zp: i32) -> f32 {
         let code = match self.bits {
@@ -465,14 +565,8 @@ impl Decode for PackedCodes<'_> {
         let mut outs = out.chunks_exact_mut(16 * R::WIDTH);
         let mut ins = bytes.chunks_exact(8);
         for (o, b) in (&mut outs).zip(&mut ins) {
-            // Eight bytes, sixteen values, in fixed-size arrays.
-            let mut v = [0f32; 16];
-            for (j, &byte) in b.iter().enumerate() {
-                v[2 * j] = (i32::from(byte & 0x0f) - zp) as f32 * scale;
-                v[2 * j + 1] = (i32::from(byte >> 4) - zp) as f32 * scale;
-            }
-            for (j, &x) in v.iter().enumerate() {
-                R::store(o, j, x);
+            if let Ok(b) = <&[u8; 8]>::try_from(b) {
+                R::nibbles16(o, b, zp, scale, self.stream);
             }
         }
         let tail = outs.into_remainder();
@@ -553,6 +647,7 @@ fn run<R: Real>(
                 bits,
                 zero_points: q.zero_points,
                 blocks: geo.blocks,
+                stream: geo.rows * geo.row * R::WIDTH >= STREAM_MIN_OUT_BYTES,
             };
             split::<R, _>(q.scales, geo, indices, &d, out, threads);
         }
@@ -588,6 +683,7 @@ fn split<R: Real, D: Decode>(
     let threads = threads.clamp(1, MAX_THREADS);
     if threads == 1 || total < PARALLEL_MIN_ELEMENTS {
         fill_rows::<R, D>(scales, geo, indices, d, 0, out);
+        fence();
         return;
     }
     let tasks = (total / TASK_MIN_ELEMENTS)
@@ -602,6 +698,7 @@ fn split<R: Real, D: Decode>(
         let chunk = chunks[t].lock().ok().and_then(|mut c| c.take());
         if let Some(chunk) = chunk {
             fill_rows::<R, D>(scales, geo, indices, d, t * rows_per_task, chunk);
+            fence();
         }
     };
     for_each_task(threads, chunks.len(), &task);
@@ -618,24 +715,70 @@ fn fill_rows<R: Real, D: Decode>(
 ) {
     let row_bytes = geo.row * R::WIDTH;
     let axis = i64::try_from(geo.axis).unwrap_or(i64::MAX);
-    for (k, out_row) in out.chunks_exact_mut(row_bytes).enumerate() {
-        let r = first + k;
+    // The first element of output row `r`'s source, if its index is in range.
+    let source = |r: usize| {
         let (m, n) = (r / geo.n, r % geo.n);
         let i = indices.get(n);
         if i < -axis || i >= axis {
-            out_row.fill(0);
-            continue;
+            return None;
         }
         let i = if i < 0 { i + axis } else { i } as usize;
-        let e0 = (m * geo.axis + i) * geo.row;
-        fill_row::<R, D>(scales, geo, d, e0, out_row);
+        Some((m * geo.axis + i) * geo.row)
+    };
+    let rows = out.len() / row_bytes.max(1);
+    let mut next = if rows > 0 { source(first) } else { None };
+    for (k, out_row) in out.chunks_exact_mut(row_bytes).enumerate() {
+        let this = next;
+        next = if k + 1 < rows {
+            source(first + k + 1)
+        } else {
+            None
+        };
+        if let Some(e) = next {
+            // The rows of a gather are scattered: ask for the next one's
+            // codes and scales while this one is computed.
+            d.prefetch(e, geo.row);
+            if geo.qn == 1 {
+                let s = e / geo.q * geo.blocks + e % geo.q / geo.block_size;
+                let n = geo.row.div_ceil(geo.block_size) + 1;
+                prefetch_bytes(scales, s * R::WIDTH, (s + n) * R::WIDTH);
+            }
+        }
+        match this {
+            Some(e0) => fill_row::<R, D>(scales, geo, d, e0, out_row),
+            None => out_row.fill(0),
+        }
     }
+}
+
+/// Asks the cache for the lines of `bytes[start..end]` (clipped to
+/// `bytes`); a hint, never a read.
+#[inline(always)]
+fn prefetch_bytes(bytes: &[u8], start: usize, end: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let end = end.min(bytes.len());
+        let mut at = start;
+        while at < end {
+            // SAFETY: a prefetch is only a hint: it never faults and reads
+            // nothing the program sees; the address is inside `bytes`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at).cast::<i8>()) };
+            at += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, start, end);
 }
 
 /// Dequantises the `geo.row` logical elements from `e0` into `out`, in
 /// runs whose scale is one (quantize axis innermost) or consecutive.
 #[inline(always)]
 fn fill_row<R: Real, D: Decode>(scales: &[u8], geo: &Geometry, d: &D, e0: usize, out: &mut [u8]) {
+    if geo.qn == 1 {
+        fill_row_innermost::<R, D>(scales, geo, d, e0, out);
+        return;
+    }
     let mut k = 0;
     while k < geo.row {
         let e = e0 + k;
@@ -643,26 +786,53 @@ fn fill_row<R: Real, D: Decode>(scales: &[u8], geo: &Geometry, d: &D, e0: usize,
         let y = (e / geo.qn) % geo.q;
         let x = e / geo.qn / geo.q;
         let s0 = (x * geo.blocks + y / geo.block_size) * geo.qn + z;
-        let left = geo.row - k;
-        if geo.qn == 1 {
-            let len = (geo.block_size - y % geo.block_size)
-                .min(geo.q - y)
-                .min(left);
-            let scale = R::load(scales, s0);
-            let zp = d.zero_point(s0);
-            d.fill_run::<R>(e, zp, scale, &mut out[k * R::WIDTH..(k + len) * R::WIDTH]);
-            k += len;
-        } else {
-            let len = (geo.qn - z).min(left);
-            for j in 0..len {
-                let s = s0 + j;
-                R::store(
-                    out,
-                    k + j,
-                    d.value(e + j, d.zero_point(s)) * R::load(scales, s),
-                );
-            }
-            k += len;
+        let len = (geo.qn - z).min(geo.row - k);
+        for j in 0..len {
+            let s = s0 + j;
+            R::store(
+                out,
+                k + j,
+                d.value(e + j, d.zero_point(s)) * R::load(scales, s),
+            );
+        }
+        k += len;
+    }
+}
+
+/// [`fill_row`] when the quantize axis is the last: runs of one scale,
+/// one block after another, found without a division per run (a row of a
+/// 4-bit embedding table has one run per 32 or so values).
+#[inline(always)]
+fn fill_row_innermost<R: Real, D: Decode>(
+    scales: &[u8],
+    geo: &Geometry,
+    d: &D,
+    e0: usize,
+    out: &mut [u8],
+) {
+    let bs = geo.block_size;
+    // e = x * q + y, y = block * bs + offset.
+    let (mut x, mut y) = (e0 / geo.q, e0 % geo.q);
+    let (mut block, mut offset) = (y / bs, y % bs);
+    let mut k = 0;
+    while k < geo.row {
+        let len = (bs - offset).min(geo.q - y).min(geo.row - k);
+        let s = x * geo.blocks + block;
+        let scale = R::load(scales, s);
+        let zp = d.zero_point(s);
+        d.fill_run::<R>(
+            e0 + k,
+            zp,
+            scale,
+            &mut out[k * R::WIDTH..(k + len) * R::WIDTH],
+        );
+        k += len;
+        y += len;
+        offset += len;
+        if y == geo.q {
+            (x, y, block, offset) = (x + 1, 0, 0, 0);
+        } else if offset == bs {
+            (block, offset) = (block + 1, 0);
         }
     }
 }
