@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -124,7 +124,9 @@ def numpy_idiom(data: np.ndarray, ids: np.ndarray, scales: np.ndarray, block: in
     return (codes - 8).astype(np.float32) * np.repeat(scales[ids], block, axis=1)
 
 
-def candidates(case: Case, data: np.ndarray, scales: np.ndarray, ids: np.ndarray) -> dict[str, Call]:
+def candidates(
+    case: Case, data: np.ndarray, scales: np.ndarray, ids: np.ndarray
+) -> dict[str, Call]:
     bs = case.block_size
     calls = {
         "ndgather": Call(nx.ms_gather_block_quantized_1, (data, ids, scales), {"block_size": bs}),
@@ -176,20 +178,23 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
     }
 
 
+def _median(candidates: dict[str, Any], name: str) -> str:
+    return fmt_seconds(candidates[name]["median_s"]) if name in candidates else "-"
+
+
 def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     header = ["case", "ndgather", "onnxruntime", "numpy", "ndgather / onnxruntime"]
     header.append("ndgather / numpy")
     table = []
     for r in records:
         c = r["candidates"]
-        get: Callable[[str], str] = lambda n: fmt_seconds(c[n]["median_s"]) if n in c else "-"  # noqa: E731
         ratio_ort = r["ratio_onnxruntime"]
         table.append(
             [
                 r["name"],
-                get("ndgather"),
-                get("onnxruntime"),
-                get("numpy"),
+                _median(c, "ndgather"),
+                _median(c, "onnxruntime"),
+                _median(c, "numpy"),
                 fmt_ratio(ratio_ort) if ratio_ort is not None else "-",
                 fmt_ratio(r["ratio_numpy"]),
             ]
