@@ -276,6 +276,30 @@ def test_special_scales_match_onnxruntime() -> None:
         assert_bit_equal(case.run(), want, str(case.scales.dtype))
 
 
+def test_zero_size_dimensions_match_onnxruntime() -> None:
+    """An empty gather axis (every index out of range: zeros), no indices, an empty quantize
+    axis (no blocks), and the indices' own shape kept."""
+    i4 = ml_dtypes.int4
+    batch = [
+        Case(np.zeros((0, 16), np.uint8), np.array([0, -1]), np.ones((0, 1), np.float32), None),
+        Case(np.zeros((3, 16), np.uint8), np.zeros(0, np.int64), np.ones((3, 1), np.float32), None),
+        Case(np.zeros((3, 0), np.uint8), np.array([1]), np.ones((3, 0), np.float32), None),
+        Case(np.zeros((3, 0, 4), i4), np.array([1]), np.ones((3, 0, 4), np.float32), None),
+        Case(np.ones((3, 5), i4), np.array([[1, 2], [0, -3]]), np.ones((3, 1), np.float16), None),
+    ]
+    attrs = [
+        {"block_size": 32},
+        {"block_size": 32},
+        {"block_size": 32},
+        {"block_size": 16, "quantize_axis": 1},
+        {"block_size": 16, "gather_axis": 1, "quantize_axis": 1},
+    ]
+    for case, a in zip(batch, attrs, strict=True):
+        case.attrs = a
+    for k, (case, want) in enumerate(zip(batch, ort_run_many(batch), strict=True)):
+        assert_bit_equal(case.run(), want, f"case {k}")
+
+
 # ------------------------------------------------------------------ onnxruntime's own tests
 # The ported helpers mirror gather_block_quantized_op_test.cc: values are written unpacked
 # (-8..7), uint8 data get the offset the file adds (8 for 4 bits, 128 for 8 bits) and are
