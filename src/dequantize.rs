@@ -365,60 +365,12 @@ impl Real for F32 {
     fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, stream: bool) {
         #[cfg(target_arch = "x86_64")]
         if let Ok(out) = <&mut [u8; 64]>::try_from(&mut *out) {
-            nibbles16_sse2(out, b, zp, scale, stream);
+            crate::nibbles::to_f32(out, b, zp, scale, stream);
             return;
         }
         for (j, &byte) in b.iter().enumerate() {
             Self::store(out, 2 * j, (i32::from(byte & 0x0f) - zp) as f32 * scale);
             Self::store(out, 2 * j + 1, (i32::from(byte >> 4) - zp) as f32 * scale);
-        }
-    }
-}
-
-/// [`Real::nibbles16`] into float32 with SSE2 (part of x86_64): the nibbles
-/// split and interleaved in one register, widened to four vectors of i32,
-/// then the same `f32(code - zp) * scale` as the scalar code, lane by lane.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn nibbles16_sse2(out: &mut [u8; 64], b: &[u8; 8], zp: i32, scale: f32, stream: bool) {
-    use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cvtepi32_ps, _mm_loadl_epi64, _mm_mul_ps, _mm_set1_epi32,
-        _mm_set1_epi8, _mm_set1_ps, _mm_setzero_si128, _mm_srli_epi16, _mm_storeu_ps,
-        _mm_stream_ps, _mm_sub_epi32, _mm_unpackhi_epi16, _mm_unpackhi_epi8, _mm_unpacklo_epi16,
-        _mm_unpacklo_epi8,
-    };
-    let dst = out.as_mut_ptr().cast::<f32>();
-    let aligned = dst.align_offset(16) == 0;
-    // SAFETY: SSE2 is part of x86_64. `_mm_loadl_epi64` reads the 8 bytes of
-    // `b` (no alignment needed). Each store writes 16 of the 64 bytes of
-    // `out`: `_mm_storeu_ps` at any alignment, `_mm_stream_ps` only when
-    // `dst` is 16-byte aligned (checked above).
-    unsafe {
-        let x = _mm_loadl_epi64(b.as_ptr().cast::<__m128i>());
-        let mask = _mm_set1_epi8(0x0f);
-        let lo = _mm_and_si128(x, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16::<4>(x), mask);
-        // Bytes lo0 hi0 lo1 hi1 ...: the codes in element order.
-        let codes = _mm_unpacklo_epi8(lo, hi);
-        let zero = _mm_setzero_si128();
-        let (c0, c1) = (
-            _mm_unpacklo_epi8(codes, zero),
-            _mm_unpackhi_epi8(codes, zero),
-        );
-        let words = [
-            _mm_unpacklo_epi16(c0, zero),
-            _mm_unpackhi_epi16(c0, zero),
-            _mm_unpacklo_epi16(c1, zero),
-            _mm_unpackhi_epi16(c1, zero),
-        ];
-        let (zp, scale) = (_mm_set1_epi32(zp), _mm_set1_ps(scale));
-        for (j, w) in words.into_iter().enumerate() {
-            let v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(w, zp)), scale);
-            if stream && aligned {
-                _mm_stream_ps(dst.add(4 * j), v);
-            } else {
-                _mm_storeu_ps(dst.add(4 * j), v);
-            }
         }
     }
 }
@@ -432,6 +384,18 @@ impl Real for F16 {
     #[inline(always)]
     fn store(out: &mut [u8], i: usize, v: f32) {
         out[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16(v).to_ne_bytes());
+    }
+    #[inline(always)]
+    fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, _stream: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if let Ok(out) = <&mut [u8; 32]>::try_from(&mut *out) {
+            crate::nibbles::to_f16(out, b, zp, scale);
+            return;
+        }
+        for (j, &byte) in b.iter().enumerate() {
+            Self::store(out, 2 * j, (i32::from(byte & 0x0f) - zp) as f32 * scale);
+            Self::store(out, 2 * j + 1, (i32::from(byte >> 4) - zp) as f32 * scale);
+        }
     }
 }
 

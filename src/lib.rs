@@ -17,6 +17,8 @@ mod index;
 mod kernel;
 mod layout;
 mod mode;
+#[cfg(target_arch = "x86_64")]
+mod nibbles;
 mod offsets;
 mod plan;
 // The result buffers of the Python bindings; built without them too, so
