@@ -704,3 +704,50 @@ def test_divergence_rank_1_refused() -> None:
         ort_run_many([case])
     with pytest.raises(ValueError, match=f"^{OP}: data must have rank >= 2"):
         case.run()
+
+
+def test_another_python_thread_runs_while_it_dequantises() -> None:
+    """The GIL is released while a large call runs: a pure-Python thread makes progress in
+    the middle half of the call (as tests/service/test_threads.py checks for the gathers)."""
+    import threading
+    import time
+
+    ndgather.set_num_threads(1)  # leave the second core to the Python thread
+    rng = np.random.default_rng(5)
+    # int4 quantised along axis 0, gathered along axis 1: a scale and zero point per element.
+    data = rng.integers(-8, 8, (64, 4096)).astype(ml_dtypes.int4)
+    scales = rng.standard_normal((4, 4096)).astype(np.float16)
+    zps = rng.integers(-8, 8, (4, 4096)).astype(ml_dtypes.int4)
+    n = 100_000
+    while True:
+        ids = rng.integers(0, 4096, n)
+
+        def run(ids: np.ndarray[Any, Any] = ids) -> None:
+            nx.ms_gather_block_quantized_1(
+                data, ids, scales, zps, gather_axis=1, quantize_axis=0, block_size=16
+            )
+
+        run()
+        stamps: list[float] = []
+        done = threading.Event()
+
+        def watch(stamps: list[float] = stamps, done: threading.Event = done) -> None:
+            while not done.is_set():
+                stamps.append(time.perf_counter())
+                time.sleep(0)  # offer the GIL back; a held GIL keeps this thread out
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        while not stamps:
+            time.sleep(0.001)
+        start = time.perf_counter()
+        run()
+        end = time.perf_counter()
+        done.set()
+        watcher.join()
+        if end - start >= 0.1 or n >= 800_000:  # at most 400 MB of float16
+            break
+        n *= 2
+    quarter = (end - start) / 4
+    middle = [s for s in stamps if start + quarter < s < end - quarter]
+    assert middle, f"no Python thread ran during the middle of a {end - start:.3f} s call"
