@@ -13,6 +13,7 @@ mod copy;
 mod dequantize;
 mod error;
 mod execute;
+mod half;
 mod index;
 mod kernel;
 mod layout;
@@ -21,6 +22,7 @@ mod mode;
 mod nibbles;
 mod offsets;
 mod plan;
+mod real;
 // The result buffers of the Python bindings; built without them too, so
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]

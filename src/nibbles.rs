@@ -85,7 +85,7 @@ fn pack_u16(a: __m128i, b: __m128i) -> __m128i {
     }
 }
 
-/// `dequantize::f32_to_f16` on four lanes (float16 bits in the low half of
+/// `half::f32_to_f16` on four lanes (float16 bits in the low half of
 /// each 32-bit lane): all three of its cases computed, the right one kept.
 #[inline(always)]
 fn f16_bits(v: __m128) -> __m128i {
@@ -121,7 +121,7 @@ fn f16_bits(v: __m128) -> __m128i {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dequantize::f32_to_f16;
+    use crate::half::f32_to_f16;
 
     #[test]
     fn f16_bits_agrees_with_the_scalar_rounding() {
