@@ -14,12 +14,13 @@ DASK_JSON = bench-results/dask.json
 SERVICE_JSON = bench-results/service.json
 CAST_JSON = bench-results/cast.json
 PREPARED_JSON = bench-results/prepared.json
+QUANTIZED_JSON = bench-results/quantized.json
 
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
 .PHONY: dev check lint format clean test test-rust stress bench-quick
-.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast bench-prepared fuzz
+.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast bench-prepared bench-quantized fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -94,6 +95,7 @@ bench-quick:
 	$(PYTHON) benches/service.py --quick
 	$(PYTHON) benches/cast.py --quick
 	$(PYTHON) benches/prepared.py --quick
+	$(PYTHON) benches/quantized.py --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
@@ -145,6 +147,13 @@ bench-cast:
 ## docs/performance.md
 bench-prepared:
 	$(PYTHON) benches/prepared.py --json $(PREPARED_JSON) --doc docs/performance.md
+
+## bench-quantized: com.microsoft GatherBlockQuantized, 1,024 token ids from a (151936, 4096)
+## 4-bit table (uint8-packed, block 32, float32 scales), ndgather against an onnxruntime
+## session of the one-node model and the NumPy idiom, results bit-identical; the table goes
+## into docs/performance.md
+bench-quantized:
+	$(PYTHON) benches/quantized.py --json $(QUANTIZED_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

@@ -12,15 +12,20 @@
 
 mod convert;
 mod copy;
+mod dequantize;
 mod error;
 mod execute;
+mod half;
 mod index;
 mod kernel;
 mod layout;
 mod mode;
+#[cfg(target_arch = "x86_64")]
+mod nibbles;
 mod offsets;
 mod plan;
 mod prepared;
+mod real;
 // The result buffers of the Python bindings; built without them too, so
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -37,6 +42,9 @@ mod core_tests;
 mod python;
 
 pub use convert::{Cast, Scalar};
+pub use dequantize::{
+    block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
+};
 pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;

@@ -103,3 +103,17 @@ class PreparedGather:
         self, data: npt.ArrayLike, *, out: np.ndarray[Any, Any] | None = None
     ) -> np.ndarray[Any, Any]: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
+
+def gather_block_quantized(
+    data: np.ndarray[Any, Any],
+    shape: Sequence[int],
+    codes: str,
+    bits: int,
+    values: np.ndarray[Any, Any] | None,
+    indices: np.ndarray[Any, Any],
+    scales: np.ndarray[Any, Any],
+    zero_points: np.ndarray[Any, Any] | None,
+    gather_axis: int,
+    quantize_axis: int,
+    block_size: int,
+) -> np.ndarray[Any, Any]: ...

@@ -24,6 +24,7 @@ __all__ = [
     "gather_nd_12",
     "gather_nd_13",
     "ms_gather_nd_1",
+    "ms_gather_block_quantized_1",
     "reference_ops",
 ]
 
@@ -149,6 +150,43 @@ def gather_13(data: npt.ArrayLike, indices: npt.ArrayLike, axis: int = 0) -> Arr
            [6, 4]])
     """
     return _gather("Gather-13", data, indices, axis, bfloat16=True, wrap=True)
+
+
+def ms_gather_block_quantized_1(
+    data: npt.ArrayLike,
+    indices: npt.ArrayLike,
+    scales: npt.ArrayLike,
+    zero_points: npt.ArrayLike | None = None,
+    *,
+    gather_axis: int = 0,
+    quantize_axis: int = 1,
+    block_size: int = 128,
+    bits: int = 4,
+) -> Array:
+    """com.microsoft GatherBlockQuantized-1: Gather from a block-quantised
+    ``data``, dequantised: ``(code - zero_point) * scale`` (integer codes) or
+    ``value(code) * scale`` (float8/float4 codes), in float32 and rounded to
+    the scales' dtype, which the result has. Only the selected slices are
+    dequantised. ``data``: uint8 (``bits`` = 2, 4 or 8: ``8 // bits`` codes
+    per byte along the last axis, low bits first; default zero point
+    ``2**(bits-1)``), ml_dtypes int4/uint4 (default zero point 0) or an
+    ml_dtypes float8/float4 type (no zero points; ``block_size`` 0 is one
+    block per row); ``scales``: float32, float16 or bfloat16; indices int32 or
+    int64, negatives count from the end, any index outside ``[-s, s)`` gives
+    zeros (as the specification says).
+
+    >>> data = np.array([[0x98, 0xBA], [0x10, 0x32]], dtype=np.uint8)  # codes 8..11, 0..3
+    >>> scales = np.array([[0.5], [2.0]], dtype=np.float32)
+    >>> ms_gather_block_quantized_1(data, np.array([1, -2, 5]), scales, block_size=16)
+    array([[-16. , -14. , -12. , -10. ],
+           [  0. ,   0.5,   1. ,   1.5],
+           [  0. ,   0. ,   0. ,   0. ]], dtype=float32)
+    """
+    from ndgather._block_quantized import gather_block_quantized
+
+    return gather_block_quantized(
+        data, indices, scales, zero_points, gather_axis, quantize_axis, block_size, bits
+    )
 
 
 def __getattr__(name: str) -> Any:

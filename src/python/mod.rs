@@ -5,6 +5,7 @@ mod args;
 mod arrays;
 mod casts;
 mod cells;
+mod dequantize;
 mod errors;
 mod gateway;
 mod objects;
@@ -324,6 +325,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepare_gather_py, m)?)?;
     m.add_function(wrap_pyfunction!(prepared::prepared_from_state, m)?)?;
     m.add_class::<prepared::PreparedGather>()?;
+    m.add_function(wrap_pyfunction!(dequantize::gather_block_quantized_py, m)?)?;
     m.add("MAX_THREADS", crate::MAX_THREADS)?;
     m.add(
         "IDLE_RELEASE_SECONDS",

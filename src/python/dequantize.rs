@@ -1,0 +1,130 @@
+//! `_core.gather_block_quantized`: converts the arrays the Python wrapper
+//! (`ndgather.onnx.ms_gather_block_quantized_1`) prepared, makes the output,
+//! and runs the core's `gather_block_quantized` with the GIL released. The
+//! operator's type and shape rules are checked in the wrapper, with its
+//! messages; the core checks again that every buffer fits its shape.
+
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use super::arrays::{bytes_mut, new_output, view};
+use crate::{
+    block_quantized_out_shape, gather_block_quantized, num_threads, BlockQuantized, Codes,
+    GatherError, Indices, ScaleType,
+};
+
+/// Below this many output bytes the GIL stays held (as in `gateway`).
+const DETACH_MIN_BYTES: usize = 64 * 1024;
+
+/// The bytes of a C-contiguous array.
+fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {
+    if !a.is_c_contiguous() {
+        return Err(GatherError::InvalidArgument(format!("{what} must be C-contiguous")).into());
+    }
+    Ok(view(a)?.bytes)
+}
+
+fn type_error(msg: String) -> PyErr {
+    GatherError::UnsupportedType(msg).into()
+}
+
+/// Gathers rows of block-quantised `data` and dequantises them (the
+/// operator's rules already checked by the caller). ``data``: the codes'
+/// bytes, C-contiguous; ``shape``: its logical shape; ``codes``:
+/// ``"packed"`` (``bits`` per code, uint8), ``"int4"``, ``"uint4"`` (a code
+/// per byte) or ``"table"`` (a code per byte, valued by the 256 float32
+/// ``values``); ``scales``: float32, float16 or bfloat16, C-contiguous, the
+/// output's dtype; ``zero_points``: stored as the codes, or None.
+#[pyfunction(name = "gather_block_quantized")]
+#[allow(clippy::too_many_arguments)] // one per input and attribute of the operator
+pub(crate) fn gather_block_quantized_py<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyUntypedArray>,
+    shape: Vec<usize>,
+    codes: &str,
+    bits: u32,
+    values: Option<&Bound<'py, PyUntypedArray>>,
+    indices: &Bound<'py, PyUntypedArray>,
+    scales: &Bound<'py, PyUntypedArray>,
+    zero_points: Option<&Bound<'py, PyUntypedArray>>,
+    gather_axis: usize,
+    quantize_axis: usize,
+    block_size: usize,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let bytes = contiguous(data, "data")?;
+    let table: Option<[f32; 256]> = match values {
+        Some(v) => {
+            let raw = contiguous(v, "values")?;
+            if v.dtype().kind() != b'f' || v.dtype().itemsize() != 4 || raw.len() != 1024 {
+                return Err(type_error("values must be 256 float32".into()));
+            }
+            let mut t = [0f32; 256];
+            for (slot, c) in t.iter_mut().zip(raw.chunks_exact(4)) {
+                *slot = f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    let codes = match (codes, &table) {
+        ("packed", _) => Codes::Packed { bytes, bits },
+        ("int4", _) => Codes::Int4(bytes),
+        ("uint4", _) => Codes::UInt4(bytes),
+        ("table", Some(values)) => Codes::Table { bytes, values },
+        _ => return Err(type_error(format!("unknown codes {codes:?}"))),
+    };
+    let sdtype = scales.dtype();
+    let scale_type = match (sdtype.kind(), sdtype.itemsize()) {
+        (b'f', 4) => ScaleType::Float32,
+        (b'f', 2) => ScaleType::Float16,
+        (_, 2) if sdtype.str()?.to_str()? == "bfloat16" => ScaleType::BFloat16,
+        _ => {
+            return Err(type_error(format!(
+                "scales of dtype {sdtype} are not supported"
+            )))
+        }
+    };
+    let idtype = indices.dtype();
+    let ibytes = contiguous(indices, "indices")?;
+    let idx = match (
+        idtype.kind(),
+        idtype.itemsize(),
+        idtype.is_native_byteorder(),
+    ) {
+        (b'i', 4, Some(true)) => Indices::I32(ibytes),
+        (b'i', 8, Some(true)) => Indices::I64(ibytes),
+        _ => {
+            return Err(type_error(format!(
+                "indices of dtype {idtype} are not supported"
+            )))
+        }
+    };
+    let q = BlockQuantized {
+        codes,
+        shape: &shape,
+        scales: contiguous(scales, "scales")?,
+        scale_type,
+        zero_points: match zero_points {
+            Some(z) => Some(contiguous(z, "zero_points")?),
+            None => None,
+        },
+        gather_axis,
+        quantize_axis,
+        block_size,
+    };
+    let out_shape = block_quantized_out_shape(&shape, gather_axis, indices.shape());
+    let n_bytes = out_shape
+        .iter()
+        .try_fold(sdtype.itemsize(), |a, &d| a.checked_mul(d))
+        .ok_or_else(|| GatherError::Overflow("the result's size overflows 64 bits".into()))?;
+    let result = new_output(py, &sdtype, &out_shape, n_bytes)?;
+    // SAFETY: the array was just made, C-contiguous and writeable; nothing
+    // else refers to its buffer.
+    let out = unsafe { bytes_mut(&result) };
+    if n_bytes < DETACH_MIN_BYTES {
+        gather_block_quantized(&q, idx, out, num_threads())?;
+    } else {
+        py.detach(|| gather_block_quantized(&q, idx, out, num_threads()))?;
+    }
+    Ok(result)
+}
