@@ -66,7 +66,10 @@ def gather_block_quantized(
     quantize_axis: int,
     block_size: int,
     bits: int,
+    mode: str = "zero",
 ) -> Array:
+    if mode not in ("zero", "raise"):
+        raise ValueError(f"{OP}: mode must be 'zero' or 'raise', got {mode!r}")
     d = np.asarray(data)
     s = np.asarray(scales)
     i = _opset.check_indices(OP, indices, "int32/int64")
@@ -143,6 +146,8 @@ def gather_block_quantized(
         z = np.asarray(z, order="C").view(np.uint8)
     if s.shape != full:
         s = np.broadcast_to(s, full)  # only float codes broadcast
+    if mode == "raise":
+        _raise_first_out_of_range(i, shape[g], g, d.shape)
     values = None
     if is_float:
         values = np.arange(256, dtype=np.uint8).view(d.dtype).astype(np.float32)
@@ -160,3 +165,18 @@ def gather_block_quantized(
         effective,
     )
     return result
+
+
+def _raise_first_out_of_range(
+    indices: Array, size: int, axis: int, data_shape: tuple[int, ...]
+) -> None:
+    """``mode="raise"``: the ``GatherIndexError`` of the first index in C order outside
+    ``[-size, size)``, worded as every other gather's, behind the operator's name."""
+    bad = (indices < -size) | (indices >= size)
+    if not bad.any():
+        return
+    position = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), indices.shape))
+    error = _core.out_of_range_error(
+        int(indices[position]), list(position), None, axis, size, list(data_shape), True
+    )
+    raise _opset._renamed(OP, error)

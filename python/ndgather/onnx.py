@@ -8,7 +8,7 @@ evaluator wherever they follow the specification.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy.typing as npt
 
@@ -162,6 +162,7 @@ def ms_gather_block_quantized_1(
     quantize_axis: int = 1,
     block_size: int = 128,
     bits: int = 4,
+    mode: Literal["zero", "raise"] = "zero",
 ) -> Array:
     """com.microsoft GatherBlockQuantized-1: Gather from a block-quantised
     ``data``, dequantised: ``(code - zero_point) * scale`` (integer codes) or
@@ -172,8 +173,10 @@ def ms_gather_block_quantized_1(
     ``2**(bits-1)``), ml_dtypes int4/uint4 (default zero point 0) or an
     ml_dtypes float8/float4 type (no zero points; ``block_size`` 0 is one
     block per row); ``scales``: float32, float16 or bfloat16; indices int32 or
-    int64, negatives count from the end, any index outside ``[-s, s)`` gives
-    zeros (as the specification says).
+    int64, negatives count from the end. An index outside ``[-s, s)`` gives
+    zeros, as the specification and onnxruntime do (``mode="zero"``); with
+    ``mode="raise"`` it is an ``ndgather.GatherIndexError`` naming the first
+    such index instead, nothing computed.
 
     >>> data = np.array([[0x98, 0xBA], [0x10, 0x32]], dtype=np.uint8)  # codes 8..11, 0..3
     >>> scales = np.array([[0.5], [2.0]], dtype=np.float32)
@@ -185,7 +188,7 @@ def ms_gather_block_quantized_1(
     from ndgather._block_quantized import gather_block_quantized
 
     return gather_block_quantized(
-        data, indices, scales, zero_points, gather_axis, quantize_axis, block_size, bits
+        data, indices, scales, zero_points, gather_axis, quantize_axis, block_size, bits, mode
     )
 
 

@@ -613,6 +613,33 @@ def test_out_of_range_and_negative_indices() -> None:
     assert got.tolist() == row0
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_mode_raise_names_the_first_index_out_of_range(index_dtype: Any) -> None:
+    """``mode="raise"``: a ``GatherIndexError`` (an ``IndexError``) with the same
+    attributes and wording as every other gather's, behind the operator's name; in range,
+    the same bits as the default mode."""
+    data = np.array([[0x98, 0xBA], [0x10, 0x32], [0x76, 0x54]], dtype=np.uint8)
+    scales = np.array([[0.5], [2.0], [1.0]], np.float32)
+    ok = np.array([[-1, 2], [-3, 1]], dtype=index_dtype)
+    same = nx.ms_gather_block_quantized_1(data, ok, scales, block_size=16, mode="raise")
+    assert (
+        same.tobytes() == nx.ms_gather_block_quantized_1(data, ok, scales, block_size=16).tobytes()
+    )
+    bad = np.array([[0, 2], [-4, 3]], dtype=index_dtype)
+    with pytest.raises(ndgather.GatherIndexError) as e:
+        nx.ms_gather_block_quantized_1(data, bad, scales, block_size=16, mode="raise")
+    assert isinstance(e.value, IndexError)
+    assert (e.value.value, e.value.position, e.value.axis, e.value.axis_size) == (-4, (1, 0), 0, 3)
+    assert e.value.data_shape == (3, 2)
+    assert str(e.value).startswith("com.microsoft GatherBlockQuantized-1: ")
+    # The same wording as a plain gather's, after the operator's name.
+    with pytest.raises(ndgather.GatherIndexError) as plain:
+        ndgather.gather(np.zeros((3, 2)), bad)
+    assert str(e.value).endswith(str(plain.value))
+    with pytest.raises(ValueError, match="mode"):
+        nx.ms_gather_block_quantized_1(data, ok, scales, block_size=16, mode="clip")  # type: ignore[arg-type]
+
+
 def test_reference_evaluator() -> None:
     """The class in ndgather.onnx.reference_ops runs the node in onnx's ReferenceEvaluator."""
     pytest.importorskip("onnx")
