@@ -393,6 +393,7 @@ pub fn check(call: &Call, op: Op) -> Outcome {
     if !call.reject_negative {
         check_prepared(call, op, &expected);
     }
+    check_cast(call, &plan, &expected);
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
             if out != want {
@@ -413,6 +414,51 @@ pub fn check(call: &Call, op: Op) -> Outcome {
         }
         (Expected::Bytes(_), got) => panic!("reference succeeds, core says {got:?}"),
         (Expected::Bad(want), got) => panic!("reference finds {want}, core says {got:?}"),
+    }
+}
+
+/// The same call gathering into 8-byte elements (`dtype=`), for element
+/// widths of 1, 2, 4 and 8 bytes: signed integers widened to `int64`, 8-byte
+/// integers to `float64`. Checked against the reference's bytes converted
+/// one element at a time here; an error must be the plain call's, with the
+/// output untouched.
+fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
+    use ndgather::{Cast, Scalar};
+    let w = call.data.itemsize;
+    let from = match w {
+        1 => Scalar::I8,
+        2 => Scalar::I16,
+        4 => Scalar::I32,
+        8 => Scalar::I64,
+        _ => return,
+    };
+    let to = if w == 8 { Scalar::F64 } else { Scalar::I64 };
+    let cast = Cast::new(from, false, to, false).expect("a widening cast");
+    let widen = |b: &[u8]| -> [u8; 8] {
+        let mut v = [0u8; 8];
+        v[..w].copy_from_slice(b);
+        let x = i64::from_ne_bytes(v) << (64 - 8 * w) >> (64 - 8 * w); // sign-extended
+        if w == 8 {
+            (x as f64).to_ne_bytes()
+        } else {
+            x.to_ne_bytes()
+        }
+    };
+    let plan = plan.clone().with_cast(cast).expect("no overflow at these sizes");
+    let mut out = vec![UNTOUCHED; plan.out_bytes()];
+    let got = plan.execute(call.mode, &mut out, call.validation, call.threads);
+    match (expected, got) {
+        (Expected::Bytes(want), Ok(())) => {
+            let want: Vec<u8> = want.chunks_exact(w).flat_map(widen).collect();
+            assert!(out == want, "cast {from:?} -> {to:?}: wrong bytes");
+        }
+        (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
+            assert_eq!(*got, *want, "cast: the error names another index");
+            if call.validation == Validation::BeforeWriting {
+                assert!(out.iter().all(|&b| b == UNTOUCHED), "cast: out= written before an error");
+            }
+        }
+        (_, got) => panic!("cast: the plain call and the cast disagree: {got:?}"),
     }
 }
 
