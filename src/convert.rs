@@ -13,7 +13,7 @@
 
 use std::ptr;
 
-use crate::copy::{prefetch, prefetch_rows};
+use crate::copy::{prefetch, Ahead};
 use crate::layout::SliceLayout;
 use crate::offsets::ZERO_FILL;
 use crate::plan::Plan;
@@ -381,18 +381,21 @@ fn f16_to_f64_bits(h: u16) -> u64 {
 ///
 /// # Safety
 /// As for [`copy_block`](crate::copy::copy_block): offsets from the same
-/// plan, `dst` exactly `offsets.len() * plan.slice_bytes` bytes; `src` the
-/// plan's data pointer.
+/// plan, `count <= offsets.len()` of them converted (the rest only
+/// prefetched from), `dst` exactly `count * plan.slice_bytes` bytes; `src`
+/// the plan's data pointer.
 pub(crate) unsafe fn convert_block<const ZERO: bool>(
     plan: &Plan<'_>,
     cast: Cast,
     src: *const u8,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
 ) {
     let out_row = plan.slice_bytes;
     let (fs, ts) = (cast.from.size(), cast.to.size());
-    for (i, &off) in offsets.iter().enumerate() {
+    let ahead = Ahead::of(plan);
+    for (i, &off) in offsets[..count].iter().enumerate() {
         // SAFETY: row i's bytes lie in `dst` (caller).
         let d = unsafe { dst.add(i * out_row) };
         if ZERO && off == ZERO_FILL {
@@ -403,9 +406,10 @@ pub(crate) unsafe fn convert_block<const ZERO: bool>(
         match &plan.slice {
             SliceLayout::Contiguous { bytes } => {
                 if plan.prefetch {
-                    // As far ahead as the plain copy asks (`copy_rows!`).
-                    if let Some(&next) = offsets.get(i + prefetch_rows(*bytes)) {
-                        prefetch::<ZERO>(src, next, *bytes);
+                    // As far ahead, and to the same cache, as the plain copy
+                    // (the offsets past `count` are there to prefetch from).
+                    if let Some(&next) = offsets.get(i + ahead.rows) {
+                        prefetch::<ZERO>(src, next, *bytes, ahead.far);
                     }
                 }
                 // SAFETY: the slice at `off` is `bytes` readable bytes of

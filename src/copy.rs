@@ -11,20 +11,74 @@ use crate::layout::SliceLayout;
 use crate::offsets::ZERO_FILL;
 use crate::plan::Plan;
 
-/// How many cache lines the copy keeps requested ahead of the row it
-/// copies: random rows of a large array are memory-latency bound, and the
-/// more lines in flight, the more of the latency is hidden, up to what the
-/// core can track. Measured on the 2-core EPYC VM (in-process A/B of 24 to
-/// 96 lines against 12): 32 was best or even everywhere; 2M point lookups
-/// took 10-20% less time than with 12.
-const PREFETCH_LINES: usize = 32;
+/// How many cache lines the copy of a long call (see [`Ahead`]) keeps
+/// requested ahead of the row it copies: random rows of a large array are
+/// memory-latency bound, and the more lines in flight, the more of the
+/// latency is hidden, up to what the core can track. With prefetches to L2
+/// (see [`prefetch`]), measured on the 2-core EPYC VM (in-process
+/// interleaved A/B, 32 to 256 lines): 64 to 256 were even within the noise
+/// and all better than 32; 128 matches the distance the benchmarks' read
+/// floor finds best for points and 256-512 byte rows (benches/floor.py).
+const PREFETCH_LINES: usize = 128;
 
-/// How many rows ahead to prefetch for slices of `width` bytes, so that
-/// about [`PREFETCH_LINES`] lines are in flight (a slice that does not start
-/// on a line touches one more line than its width needs).
-#[inline(always)]
-pub(crate) fn prefetch_rows(width: usize) -> usize {
-    (PREFETCH_LINES / (width.min(PREFETCH_MAX) / 64 + 1)).max(2)
+/// Lines in flight for the other calls, prefetched to L1 (the kernel as it
+/// was before long calls had their own). A short call (a few thousand
+/// rows, tens of microseconds) gained nothing from the long distance and
+/// prefetches to L2, and paid for them: 60-byte slices of ov_gnd8_xml1 and
+/// elements of ov_gnd8_xml3 (3-4K rows, `data` of 5-150 MiB) took 1.05-1.2x
+/// the time (in-process interleaved A/B).
+const NEAR_PREFETCH_LINES: usize = 32;
+
+/// Rows from which a call is long.
+const FAR_MIN_ROWS: usize = 16 * 1024;
+
+/// How a copy loop prefetches: not at all, [`NEAR_PREFETCH_LINES`] to L1,
+/// [`PREFETCH_LINES`] to L2 (a const parameter of the loops).
+const NONE: u8 = 0;
+const NEAR: u8 = 1;
+const FAR: u8 = 2;
+
+/// How far ahead a copy prefetches, and where to.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    /// Rows ahead.
+    pub(crate) rows: usize,
+    /// A long call from a `data` beyond the caches: [`PREFETCH_LINES`]
+    /// lines ahead, to L2; else [`NEAR_PREFETCH_LINES`], to L1.
+    pub(crate) far: bool,
+}
+
+impl Ahead {
+    /// For the slices of `plan` (contiguous ones: the others do not
+    /// prefetch).
+    pub(crate) fn of(plan: &Plan<'_>) -> Ahead {
+        let far = plan.prefetch && plan.n_rows >= FAR_MIN_ROWS;
+        // The slice as read from `data` (a conversion, `dtype=`, writes
+        // `slice_bytes` of another width).
+        let read = match (&plan.slice, plan.cast) {
+            (SliceLayout::Contiguous { bytes }, Some(_)) => *bytes,
+            _ => plan.slice_bytes,
+        };
+        let w = read.clamp(1, PREFETCH_MAX);
+        let rows = if far {
+            // A slice whose width divides a line or is a multiple of one
+            // lies on whole lines in an aligned array (an element, a 64- or
+            // 256-byte row); one of another width touches one more line than
+            // its width needs (a 60-byte row almost always two).
+            let lines = if w % 64 == 0 || 64 % w == 0 {
+                w.div_ceil(64)
+            } else {
+                w / 64 + 2
+            };
+            PREFETCH_LINES / lines
+        } else {
+            NEAR_PREFETCH_LINES / (w / 64 + 1)
+        };
+        Ahead {
+            rows: rows.max(2),
+            far,
+        }
+    }
 }
 
 /// At most this many bytes of a slice are prefetched (larger slices are
@@ -32,58 +86,75 @@ pub(crate) fn prefetch_rows(width: usize) -> usize {
 const PREFETCH_MAX: usize = 1024;
 
 /// Asks the cache for the first bytes of the slice at `src + off` (none
-/// for a zero-filled row, which only `ZERO` plans have). A hint only: never
-/// faults, whatever the address.
+/// for a zero-filled row, which only `ZERO` plans have), into L2 if `far`,
+/// else into L1. A hint only: never faults, whatever the address.
+///
+/// Why L2 for long calls: a prefetch to L1 holds one of the core's few L1
+/// miss buffers (about 24 on Zen) until its line arrives, which caps the
+/// lines in flight whatever the distance; one to L2 uses the L2's (about
+/// 64), and the copy's load then hits L2. Measured (in-process interleaved
+/// A/B, same distance): 2M points took about 0.7x the time, 256-byte rows
+/// 0.8-0.85x; the benchmarks' read floor is 3x faster on points with T1/T2
+/// than with T0 at any distance.
 #[inline(always)]
-pub(crate) fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize) {
+pub(crate) fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize, far: bool) {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
         if ZERO && off == ZERO_FILL {
             return;
         }
-        let p = src.wrapping_offset(off);
-        // The first line; the loop below only runs for slices longer than one.
-        // SAFETY: prefetch is a hint that never faults and reads nothing
-        // architecturally; the address need not be valid.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
-        let mut line = 64;
-        while line < bytes.min(PREFETCH_MAX) {
+        let hint = |p: *const u8| {
             // SAFETY: prefetch is a hint that never faults and reads nothing
             // architecturally; the address need not be valid.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast()) };
+            unsafe {
+                if far {
+                    _mm_prefetch::<_MM_HINT_T1>(p.cast());
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(p.cast());
+                }
+            }
+        };
+        let p = src.wrapping_offset(off);
+        // The first line; the loop below only runs for slices longer than one.
+        hint(p);
+        let mut line = 64;
+        while line < bytes.min(PREFETCH_MAX) {
+            hint(p.wrapping_add(line));
             line += 64;
         }
         // A slice that does not start on a cache line ends on one more line
         // than the loop asked for (a 60-byte row almost always spans two).
         if bytes > 1 && bytes <= PREFETCH_MAX {
-            // SAFETY: prefetch never faults and reads nothing
-            // architecturally, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes - 1).cast()) };
+            hint(p.wrapping_add(bytes - 1));
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (src, off, bytes);
+    let _ = (src, off, bytes, far);
 }
 
-/// The one loop of the contiguous copies: row `i`'s slice, at `src +
-/// offsets[i]`, is copied to `dst + i * width` by `$move` (called as
-/// `ptr::copy_nonoverlapping` is), or zero-filled; with `$prefetch`, the
-/// slices a few rows ahead are requested meanwhile. A macro rather than a
-/// generic function: each routine then compiles exactly its own loop (a
-/// generic one changed the machine code of some fixed widths).
+/// The one loop of the contiguous copies: for the first `$count` rows, row
+/// `i`'s slice, at `src + offsets[i]`, is copied to `dst + i * width` by
+/// `$move` (called as `ptr::copy_nonoverlapping` is), or zero-filled; with
+/// `$pf` (a constant: [`NEAR`] or [`FAR`], see [`prefetch`]; the hint
+/// must be known when the loop compiles, a test per row cost short calls
+/// 5-10%), the slices `$ahead` rows ahead are requested meanwhile, also
+/// those of the offsets past `$count` (the next block's first rows, which
+/// the kernel computes before this copy: see [`lookahead`]). A macro rather
+/// than a generic function: each routine then compiles exactly its own loop
+/// (a generic one changed the machine code of some fixed widths).
 ///
-/// Safety, for the routine that expands it: every offset addresses `width`
-/// readable bytes from `src`, or is the zero-fill marker and `ZERO` is set;
-/// `dst` holds `offsets.len() * width` writable bytes not overlapping
-/// `data`; `$move` accepts `width`.
+/// Safety, for the routine that expands it: `$count <= offsets.len()`;
+/// every offset addresses `width` readable bytes from `src`, or is the
+/// zero-fill marker and `ZERO` is set; `dst` holds `$count * width`
+/// writable bytes not overlapping `data`; `$move` accepts `width`.
 macro_rules! copy_rows {
-    ($src:ident, $offsets:ident, $dst:ident, $width:expr, $prefetch:expr, $zero:ident, $move:path) => {{
-        let ahead = prefetch_rows($width);
-        for (i, &off) in $offsets.iter().enumerate() {
-            if !$prefetch {
+    ($src:ident, $offsets:ident, $count:ident, $dst:ident, $width:expr, $ahead:expr, $pf:expr, $zero:ident, $move:path) => {{
+        let ahead: usize = $ahead;
+        for (i, &off) in $offsets[..$count].iter().enumerate() {
+            if $pf == NONE {
             } else if let Some(&next) = $offsets.get(i + ahead) {
-                prefetch::<$zero>($src, next, $width);
+                prefetch::<$zero>($src, next, $width, $pf == FAR);
             }
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { $dst.add(i * $width) };
@@ -105,17 +176,21 @@ macro_rules! copy_rows {
 /// # Safety
 /// As for [`copy_rows`] with `width = W`.
 #[inline(always)]
-unsafe fn copy_fixed<const W: usize, const PREFETCH: bool, const ZERO: bool>(
+unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
+    ahead: usize,
 ) {
     copy_rows!(
         src,
         offsets,
+        count,
         dst,
         W,
-        PREFETCH,
+        ahead,
+        PF,
         ZERO,
         ptr::copy_nonoverlapping
     );
@@ -182,18 +257,32 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
 unsafe fn copy_small_rows<const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
     width: usize,
-    prefetch_ahead: bool,
+    pf: u8,
+    ahead: usize,
 ) {
     #[inline(always)]
-    unsafe fn rows<M: Copy, const PREFETCH: bool, const ZERO: bool>(
+    unsafe fn rows<M: Copy, const PF: u8, const ZERO: bool>(
         src: *const u8,
         offsets: &[isize],
+        count: usize,
         dst: *mut u8,
         width: usize,
+        ahead: usize,
     ) {
-        copy_rows!(src, offsets, dst, width, PREFETCH, ZERO, two_moves::<M>);
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            width,
+            ahead,
+            PF,
+            ZERO,
+            two_moves::<M>
+        );
     }
     macro_rules! by_width {
         ($($m:ty => $lo:literal,)*) => {
@@ -201,10 +290,10 @@ unsafe fn copy_small_rows<const ZERO: bool>(
                 $($lo.. => {
                     // SAFETY: forwarded; $lo <= width < 2 * $lo (or 64).
                     unsafe {
-                        if prefetch_ahead {
-                            rows::<$m, true, ZERO>(src, offsets, dst, width)
-                        } else {
-                            rows::<$m, false, ZERO>(src, offsets, dst, width)
+                        match pf {
+                            FAR => rows::<$m, FAR, ZERO>(src, offsets, count, dst, width, ahead),
+                            NEAR => rows::<$m, NEAR, ZERO>(src, offsets, count, dst, width, ahead),
+                            _ => rows::<$m, NONE, ZERO>(src, offsets, count, dst, width, ahead),
                         }
                     }
                 })*
@@ -224,21 +313,57 @@ unsafe fn copy_small_rows<const ZERO: bool>(
 unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
     width: usize,
+    ahead: Ahead,
 ) {
-    if STREAM {
-        copy_rows!(src, offsets, dst, width, true, ZERO, stream_copy);
-    } else {
-        copy_rows!(
+    let rows = ahead.rows;
+    match (STREAM, ahead.far) {
+        (true, true) => copy_rows!(
             src,
             offsets,
+            count,
             dst,
             width,
-            true,
+            rows,
+            FAR,
+            ZERO,
+            stream_copy
+        ),
+        (true, false) => copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            width,
+            rows,
+            NEAR,
+            ZERO,
+            stream_copy
+        ),
+        (false, true) => copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            width,
+            rows,
+            FAR,
             ZERO,
             ptr::copy_nonoverlapping
-        );
+        ),
+        (false, false) => copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            width,
+            rows,
+            NEAR,
+            ZERO,
+            ptr::copy_nonoverlapping
+        ),
     }
 }
 
@@ -252,6 +377,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
 unsafe fn copy_strided<const ZERO: bool>(
     src: *const u8,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
     run: usize,
     outer: &[(usize, isize)],
@@ -259,7 +385,7 @@ unsafe fn copy_strided<const ZERO: bool>(
 ) {
     let runs: usize = outer.iter().map(|o| o.0).product();
     let mut coords: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; outer.len()];
-    for (i, &off) in offsets.iter().enumerate() {
+    for (i, &off) in offsets[..count].iter().enumerate() {
         // SAFETY: row i of the block lies in `dst` (caller).
         let mut d = unsafe { dst.add(i * slice_bytes) };
         if ZERO && off == ZERO_FILL {
@@ -289,16 +415,32 @@ unsafe fn copy_strided<const ZERO: bool>(
     }
 }
 
-/// Copies the slices of one block, dispatching on the slice layout.
+/// How many rows past a block the copy of its rows reads offsets of (to
+/// prefetch their slices): a kernel that computes that many more offsets
+/// before copying a block keeps the prefetches going across blocks.
+/// (Only when `data` is beyond the caches and the call is long: else the
+/// copy of a block may still prefetch within it, but waiting for none is
+/// no loss; a short call paid more for the rounds than it gained.)
+pub(crate) fn lookahead(plan: &Plan<'_>) -> usize {
+    match plan.slice {
+        SliceLayout::Contiguous { .. } if Ahead::of(plan).far => Ahead::of(plan).rows,
+        _ => 0,
+    }
+}
+
+/// Copies the slices of the first `count` rows of `offsets` into
+/// consecutive rows at `dst`, dispatching on the slice layout; the offsets
+/// after them are only prefetched from.
 ///
 /// # Safety
-/// As for the copy functions: offsets from
+/// As for the copy functions: `count <= offsets.len()`; offsets from
 /// [`compute_offsets`](crate::offsets::compute_offsets) on the same
-/// plan with the same `ZERO`, `dst` exactly `offsets.len() *
-/// plan.slice_bytes` bytes.
+/// plan with the same `ZERO`, `dst` exactly `count * plan.slice_bytes`
+/// bytes.
 pub(crate) unsafe fn copy_block<const ZERO: bool>(
     plan: &Plan<'_>,
     offsets: &[isize],
+    count: usize,
     dst: *mut u8,
 ) {
     // SAFETY: `data` is a checked view, so by the checked-view invariant (a)
@@ -308,37 +450,45 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     if let Some(cast) = plan.cast {
         // SAFETY: forwarded from the caller; `slice_bytes` counts the
         // output type's bytes of a row.
-        return unsafe { convert_block::<ZERO>(plan, cast, src, offsets, dst) };
+        return unsafe { convert_block::<ZERO>(plan, cast, src, offsets, count, dst) };
     }
+    let ahead = Ahead::of(plan);
+    // How the loops of fixed and short widths prefetch (the others always
+    // do, near or far).
+    let pf = match (ahead.far, plan.prefetch) {
+        (true, _) => FAR,
+        (false, true) => NEAR,
+        (false, false) => NONE,
+    };
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {
                 // `plan.stream` is only set for contiguous slices of 256 B+.
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<true, ZERO>(src, offsets, dst, bytes) }
+                    unsafe { copy_var::<true, ZERO>(src, offsets, count, dst, bytes, ahead) }
                 }
                 $(SliceLayout::Contiguous { bytes: $w } => {
                     // SAFETY: forwarded from the caller.
                     unsafe {
-                        if plan.prefetch {
-                            copy_fixed::<$w, true, ZERO>(src, offsets, dst)
-                        } else {
-                            copy_fixed::<$w, false, ZERO>(src, offsets, dst)
+                        match pf {
+                            FAR => copy_fixed::<$w, FAR, ZERO>(src, offsets, count, dst, ahead.rows),
+                            NEAR => copy_fixed::<$w, NEAR, ZERO>(src, offsets, count, dst, ahead.rows),
+                            _ => copy_fixed::<$w, NONE, ZERO>(src, offsets, count, dst, ahead.rows),
                         }
                     }
                 })*
                 SliceLayout::Contiguous { bytes } if bytes <= SMALL_ROW => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_small_rows::<ZERO>(src, offsets, dst, bytes, plan.prefetch) }
+                    unsafe { copy_small_rows::<ZERO>(src, offsets, count, dst, bytes, pf, ahead.rows) }
                 }
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<false, ZERO>(src, offsets, dst, bytes) }
+                    unsafe { copy_var::<false, ZERO>(src, offsets, count, dst, bytes, ahead) }
                 }
                 SliceLayout::Strided { run, ref outer } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_strided::<ZERO>(src, offsets, dst, run, outer, plan.slice_bytes) }
+                    unsafe { copy_strided::<ZERO>(src, offsets, count, dst, run, outer, plan.slice_bytes) }
                 }
             }
         };
@@ -438,7 +588,7 @@ mod tests {
         let src: Vec<u8> = (1..=255).collect();
         let offsets = [7isize, ZERO_FILL, 0, 130, 3];
         for width in 1..=SMALL_ROW {
-            for prefetch_ahead in [false, true] {
+            for pf in [NONE, NEAR, FAR] {
                 let mut dst = vec![0xEEu8; offsets.len() * width + 1];
                 // SAFETY: every offset + width <= 194 < src.len(); dst holds
                 // offsets.len() rows of `width` bytes (and one spare).
@@ -446,9 +596,11 @@ mod tests {
                     copy_small_rows::<true>(
                         src.as_ptr(),
                         &offsets,
+                        offsets.len(),
                         dst.as_mut_ptr(),
                         width,
-                        prefetch_ahead,
+                        pf,
+                        2,
                     )
                 };
                 for (row, &off) in dst.chunks_exact(width).zip(&offsets) {

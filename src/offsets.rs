@@ -112,6 +112,44 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
     Ok(())
 }
 
+/// Asks the cache for the indices of rows `skip .. skip + rows` after the
+/// odometer's position along the innermost row axis (when its index stride
+/// is positive; none otherwise). The index stream is read in order, but
+/// while the copy keeps the miss buffers full of random rows the hardware
+/// prefetcher falls behind on it, and the offsets loop then waits on its
+/// own loads. A hint only: rows past the axis's end are wrong addresses,
+/// which a prefetch ignores.
+#[inline(always)]
+pub(crate) fn prefetch_index_rows(plan: &Plan<'_>, od: &Odometer, skip: usize, rows: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let Some(inner) = plan.rows.last() else {
+            return;
+        };
+        let Ok(stride) = usize::try_from(inner.index_stride) else {
+            return;
+        };
+        let base = plan
+            .indices
+            .bytes
+            .as_ptr()
+            .wrapping_add(plan.indices.offset)
+            .wrapping_offset(od.index_off)
+            .wrapping_add(skip.wrapping_mul(stride));
+        let mut line = 0;
+        while line < rows.wrapping_mul(stride) {
+            // SAFETY: a prefetch never faults and reads nothing
+            // architecturally, whatever the address (wrapping_add keeps the
+            // arithmetic itself defined).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line).cast()) };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (plan, od, skip, rows);
+}
+
 /// Finds the first stored index (C order of `indices`) among index rows
 /// `rows` that addresses nothing: `(row, position in tuple)`.
 ///

@@ -178,7 +178,14 @@ impl PreparedCall<'_> {
             // - `out` holds positions.len() rows of `sb` bytes (split_rows
             //   hands out whole rows), and does not overlap `data` (caller
             //   of `execute`).
-            unsafe { copy_block::<ZERO>(&self.plan, offsets, out.as_mut_ptr().add(i * B * sb)) };
+            unsafe {
+                copy_block::<ZERO>(
+                    &self.plan,
+                    offsets,
+                    offsets.len(),
+                    out.as_mut_ptr().add(i * B * sb),
+                )
+            };
         }
     }
 }
@@ -244,7 +251,7 @@ impl PreparedCall<'_> {
             // SAFETY: the offsets are slices of `data` or zero-fill marks,
             // as in `copy_rows_in` (which says why); the buffer holds
             // per_block >= block.len() rows and is not `data`.
-            unsafe { copy_block::<ZERO>(&self.plan, offsets, buffer.as_mut_ptr()) };
+            unsafe { copy_block::<ZERO>(&self.plan, offsets, offsets.len(), buffer.as_mut_ptr()) };
             for (i, &row) in rows.iter().enumerate() {
                 // SAFETY: row i of the buffer, to output row `row` (below
                 // n_rows, so inside `out`; caller), which this task alone
