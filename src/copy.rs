@@ -32,6 +32,18 @@ const NEAR_PREFETCH_LINES: usize = 32;
 /// Rows from which a call is long.
 const FAR_MIN_ROWS: usize = 16 * 1024;
 
+/// From this size on, `data` is far beyond any last-level cache (8 times a
+/// server's 32 MiB), and a service-sized batch of random rows (512 to 4096
+/// rows, tens to hundreds of microseconds) is all misses: then a call of
+/// [`FAR_MIN_ROWS_HUGE`] rows is long too. Measured on the 2-core EPYC VM
+/// (in-process, alternating runs of 512 and 4096 random rows of 128 and 512
+/// bytes from 512 MiB tables, three runs each): on one thread 0.7-0.9x the
+/// time of the near prefetch, on two threads about even.
+const FAR_MIN_DATA_BYTES: usize = 256 << 20;
+
+/// Rows from which a call from a [`FAR_MIN_DATA_BYTES`] `data` is long.
+const FAR_MIN_ROWS_HUGE: usize = 256;
+
 /// How a copy loop prefetches: not at all, [`NEAR_PREFETCH_LINES`] to L1,
 /// [`PREFETCH_LINES`] to L2 (a const parameter of the loops).
 const NONE: u8 = 0;
@@ -52,7 +64,10 @@ impl Ahead {
     /// For the slices of `plan` (contiguous ones: the others do not
     /// prefetch).
     pub(crate) fn of(plan: &Plan<'_>) -> Ahead {
-        let far = plan.prefetch && plan.n_rows >= FAR_MIN_ROWS;
+        let far = plan.prefetch
+            && (plan.n_rows >= FAR_MIN_ROWS
+                || (plan.n_rows >= FAR_MIN_ROWS_HUGE
+                    && plan.data.bytes.len() >= FAR_MIN_DATA_BYTES));
         // The slice as read from `data` (a conversion, `dtype=`, writes
         // `slice_bytes` of another width).
         let read = match (&plan.slice, plan.cast) {

@@ -175,8 +175,28 @@ mod tests {
         }
     }
 
+    /// Calls of a few hundred to a few thousand rows from a `data` of more
+    /// than 256 MiB, which prefetch far ahead too (`copy::Ahead`): each
+    /// row's first bytes hold its number, the rest is zeros.
+    #[test]
+    fn service_sized_calls_from_a_huge_data() {
+        let width = 128;
+        let rows = (257 << 20) / width;
+        let mut data = vec![0u8; rows * width];
+        for (r, row) in data.chunks_exact_mut(width).enumerate() {
+            row[..8].copy_from_slice(&(r as u64).to_ne_bytes());
+        }
+        check_rows_of(&data, rows, width, &[255, 256, 257, 700, 3001]);
+    }
+
     fn check_row_counts(rows: usize, width: usize, counts: &[usize]) {
         let data: Vec<u8> = (0..rows * width).map(|v| (v % 251) as u8).collect();
+        check_rows_of(&data, rows, width, counts);
+    }
+
+    /// Gathers rows of `data` (`rows` of `width` bytes) by ids that are
+    /// multiples of `rows / 97` (and some out of range), checked naively.
+    fn check_rows_of(data: &[u8], rows: usize, width: usize, counts: &[usize]) {
         let (shape, strides) = ([rows, width], [width as isize, 1]);
         for &n in counts {
             // Some indices out of range (every 7th), some negative.
@@ -198,7 +218,7 @@ mod tests {
                 strides,
                 itemsize,
             };
-            let d = view(&data[..], &shape[..], &strides[..], 1);
+            let d = view(data, &shape[..], &strides[..], 1);
             let i = view(&bytes[..], &ishape[..], &istrides[..], 8);
             let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
             assert_eq!(plan.prefetch, data.len() > 4 << 20);
