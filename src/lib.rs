@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 
+mod chunked;
 mod copy;
 mod error;
 mod execute;
@@ -32,6 +33,9 @@ mod core_tests;
 #[cfg(feature = "python")]
 mod python;
 
+pub use chunked::{
+    chunked_layout, gather_chunks, touched_chunks, ChunkGrid, Layout, Operator, Whole,
+};
 pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;

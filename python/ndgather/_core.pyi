@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, SupportsIndex
 
 import numpy as np
@@ -59,3 +59,32 @@ def out_of_range_error(
     data_shape: Sequence[int],
     negatives_allowed: bool,
 ) -> GatherIndexError: ...
+def _gather_layout(
+    data_shape: Sequence[int],
+    dtype: np.dtype[Any],
+    indices_shape: Sequence[int],
+    indices_dtype: np.dtype[Any],
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+) -> tuple[list[int], int, list[int]]: ...
+def _chunks_touched(
+    chunk_sizes: Sequence[Sequence[int]],
+    indices: npt.ArrayLike,
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    data_shape: Sequence[int] | None = None,
+    index_offset: Sequence[int] | None = None,
+) -> list[list[int]]: ...
+def _gather_chunks(
+    chunks: Mapping[tuple[int, ...], np.ndarray[Any, Any]],
+    chunk_sizes: Sequence[Sequence[int]],
+    dtype: np.dtype[Any],
+    indices: npt.ArrayLike,
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    data_shape: Sequence[int] | None = None,
+    index_offset: Sequence[int] | None = None,
+) -> np.ndarray[Any, Any]: ...

@@ -4,6 +4,7 @@
 mod args;
 mod arrays;
 mod cells;
+mod chunked;
 mod errors;
 mod gateway;
 mod objects;
@@ -218,6 +219,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pool_bytes_py, m)?)?;
     m.add_function(wrap_pyfunction!(release_pool_py, m)?)?;
     m.add_function(wrap_pyfunction!(out_of_range_error_py, m)?)?;
+    chunked::register(m)?;
     m.add("MAX_THREADS", crate::MAX_THREADS)?;
     m.add(
         "IDLE_RELEASE_SECONDS",
