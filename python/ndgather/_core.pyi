@@ -4,8 +4,6 @@ from typing import Any, Literal, SupportsIndex
 import numpy as np
 import numpy.typing as npt
 
-from ndgather._errors import GatherIndexError
-
 __version__: str
 MAX_THREADS: int
 IDLE_RELEASE_SECONDS: float
@@ -50,15 +48,6 @@ def set_pool_limit(nbytes: SupportsIndex) -> None: ...
 def get_pool_limit() -> int: ...
 def pool_bytes() -> int: ...
 def release_pool() -> int: ...
-def out_of_range_error(
-    value: int,
-    position: Sequence[int],
-    index_tuple: Sequence[int] | None,
-    axis: int,
-    axis_size: int,
-    data_shape: Sequence[int],
-    negatives_allowed: bool,
-) -> GatherIndexError: ...
 def _gather_layout(
     data_shape: Sequence[int],
     dtype: np.dtype[Any],
