@@ -265,8 +265,13 @@ pub fn touched_chunks(
         .filter(|r| r.data_axis.is_none_or(|a| a < b))
         .collect();
     let n: usize = axes.iter().map(|a| a.size).product();
-    let mut found: std::collections::BTreeSet<SmallVec<[usize; 8]>> = Default::default();
-    let mut last: Option<SmallVec<[usize; 8]>> = None;
+    // Chunks are numbered in C order over the batch and indexed axes.
+    let dims: SmallVec<[usize; 8]> = (0..b).chain(plan.tuple.iter().map(|t| t.axis)).collect();
+    let counts: Vec<Vec<usize>> = dims.iter().map(|&a| chunk_sizes[a].clone()).collect();
+    let strides = grid_strides(&counts)?;
+    let total: u64 = counts.iter().map(|c| c.len() as u64).product();
+    let mut seen = Seen::new(total);
+    let mut last = None;
     let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
     let base = plan
         .indices
@@ -274,14 +279,14 @@ pub fn touched_chunks(
         .as_ptr()
         .wrapping_add(plan.indices.offset);
     for _ in 0..n {
-        let mut at: SmallVec<[usize; 8]> = SmallVec::new();
         let mut off = 0isize;
+        let mut id = 0u64;
+        let mut at = 0;
         for (c, a) in coords.iter().zip(&axes) {
             off += *c as isize * a.index_stride;
-        }
-        for (c, a) in coords.iter().zip(&axes) {
             if let Some(d) = a.data_axis {
-                at.push(locate(&starts[d], *c).0);
+                id += locate(&starts[d], *c).0 as u64 * strides[at];
+                at += 1;
             }
         }
         let mut inside = true;
@@ -298,13 +303,13 @@ pub fn touched_chunks(
                 resolve::<false>(v, t.size, plan.wrap_negative)
             };
             match r {
-                Some(p) => at.push(locate(&starts[t.axis], p).0),
+                Some(p) => id += locate(&starts[t.axis], p).0 as u64 * strides[b + j],
                 None => inside = false, // mode "zero": reads nothing
             }
         }
-        if inside && last.as_ref() != Some(&at) {
-            found.insert(at.clone());
-            last = Some(at);
+        if inside && last != Some(id) {
+            seen.insert(id);
+            last = Some(id);
         }
         for (c, a) in coords.iter_mut().zip(&axes).rev() {
             *c += 1;
@@ -314,7 +319,64 @@ pub fn touched_chunks(
             *c = 0;
         }
     }
-    Ok(found.into_iter().map(|c| c.to_vec()).collect())
+    Ok(seen
+        .sorted()
+        .into_iter()
+        .map(|id| {
+            strides
+                .iter()
+                .zip(&counts)
+                .map(|(&s, c)| ((id / s) % c.len() as u64) as usize)
+                .collect()
+        })
+        .collect())
+}
+
+/// A set of chunk numbers: a bitmap for grids of up to 2^20 chunks, else
+/// a hash set (a grid of 10^8 chunks touched at two points costs two).
+enum Seen {
+    Bits(Vec<u64>),
+    Hashed(std::collections::HashSet<u64>),
+}
+
+impl Seen {
+    fn new(total: u64) -> Self {
+        if total <= 1 << 20 {
+            Seen::Bits(vec![0; total.div_ceil(64) as usize])
+        } else {
+            Seen::Hashed(Default::default())
+        }
+    }
+
+    fn insert(&mut self, id: u64) {
+        match self {
+            Seen::Bits(bits) => bits[(id / 64) as usize] |= 1 << (id % 64),
+            Seen::Hashed(set) => {
+                set.insert(id);
+            }
+        }
+    }
+
+    fn sorted(self) -> Vec<u64> {
+        match self {
+            Seen::Bits(bits) => {
+                let mut ids = vec![];
+                for (w, &word) in bits.iter().enumerate() {
+                    let mut rest = word;
+                    while rest != 0 {
+                        ids.push(w as u64 * 64 + u64::from(rest.trailing_zeros()));
+                        rest &= rest - 1;
+                    }
+                }
+                ids
+            }
+            Seen::Hashed(set) => {
+                let mut ids: Vec<u64> = set.into_iter().collect();
+                ids.sort_unstable();
+                ids
+            }
+        }
+    }
 }
 
 /// A chunk ready to copy from: its view and how a slice lies in it.
@@ -538,101 +600,154 @@ struct Walk<'p, 'a> {
     row_bytes: usize,
 }
 
+/// Rows whose sources are found before any is copied: their reads are then
+/// independent, so the memory system serves many at once (a row's chunk
+/// lookup is long enough that out-of-order execution alone would not reach
+/// the next row's read).
+const BLOCK: usize = 256;
+
+/// No chunk: the row is zero-filled (mode "zero").
+const ZERO_ROW: u32 = u32::MAX;
+
 impl Walk<'_, '_> {
     /// Copies rows `start..` into `out` (whole rows), each straight from
-    /// its chunk.
+    /// its chunk: block by block, the rows' sources first, then the copies.
     fn copy<T: IndexElem, const CLIP: bool, const ZERO: bool>(
         &self,
         start: usize,
         out: &mut [u8],
     ) -> std::result::Result<(), Stop> {
-        let plan = self.plan;
-        let n = out.len() / self.row_bytes;
         let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; self.rows.len()];
         let mut rest = start;
         for (c, a) in coords.iter_mut().zip(self.rows).rev() {
             *c = rest % a.size;
             rest /= a.size;
         }
-        let ndim = self.starts.len();
+        let mut place: SmallVec<[usize; 8]> = smallvec::smallvec![0; self.starts.len()];
+        let mut sources = [(std::ptr::null::<u8>(), ZERO_ROW); BLOCK];
+        let mut cached: Option<usize> = None;
+        let mut row = start;
+        for part in out.chunks_mut(BLOCK * self.row_bytes) {
+            let n = part.len() / self.row_bytes;
+            for source in &mut sources[..n] {
+                *source = self.source::<T, CLIP, ZERO>(&coords, &mut place, &mut cached, row)?;
+                for (c, a) in coords.iter_mut().zip(self.rows).rev() {
+                    *c += 1;
+                    if *c < a.size {
+                        break;
+                    }
+                    *c = 0;
+                }
+                row += 1;
+            }
+            for (&(src, k), dst) in sources[..n]
+                .iter()
+                .zip(part.chunks_exact_mut(self.row_bytes))
+            {
+                if k == ZERO_ROW {
+                    dst.fill(0);
+                } else {
+                    // SAFETY: `src` is the start of a slice of chunk `k` (see
+                    // `source`), laid out as its `slice`; `dst` holds exactly
+                    // one slice, and the output overlaps no chunk (caller).
+                    unsafe { copy_slice(src, &self.ready[k as usize].slice, dst) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where output row `row` (at `coords`) starts in its chunk, and which
+    /// chunk (or [`ZERO_ROW`]); asks the cache for it.
+    #[inline(always)]
+    fn source<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        coords: &[usize],
+        place: &mut [usize],
+        cached: &mut Option<usize>,
+        row: usize,
+    ) -> std::result::Result<(*const u8, u32), Stop> {
+        let plan = self.plan;
         let base = plan
             .indices
             .bytes
             .as_ptr()
             .wrapping_add(plan.indices.offset);
-        let mut place: SmallVec<[usize; 8]> = smallvec::smallvec![0; ndim];
-        let mut cached: Option<usize> = None;
-        for (i, dst) in out.chunks_exact_mut(self.row_bytes).take(n).enumerate() {
-            let mut off = 0isize;
-            for (c, a) in coords.iter().zip(self.rows) {
-                off += *c as isize * a.index_stride;
-                if let Some(d) = a.data_axis {
-                    place[d] = *c;
-                }
-            }
-            let mut zero = false;
-            for (j, t) in plan.tuple.iter().enumerate() {
-                // SAFETY: `coords` is an in-range row, so `off` plus the
-                // tuple place `j` is an in-range position of `indices`,
-                // inside its bytes by the checked-view invariant (b).
-                let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
-                match resolve::<CLIP>(v, t.size, plan.wrap_negative) {
-                    Some(p) => place[t.axis] = p,
-                    None if ZERO => zero = true,
-                    None => return Err(Stop::Bad),
-                }
-            }
-            if zero {
-                dst.fill(0);
-            } else {
-                let mut id = 0u64;
-                let mut local: SmallVec<[usize; 8]> = SmallVec::new();
-                let mut which: SmallVec<[usize; 8]> = SmallVec::new();
-                for (d, &p) in place.iter().enumerate().take(self.slice_start) {
-                    let (c, l) = locate(&self.starts[d], p);
-                    id += c as u64 * self.grid_strides[d];
-                    local.push(l);
-                    which.push(c);
-                }
-                let k = match cached.filter(|&k| self.ready[k].id == id) {
-                    Some(k) => k,
-                    None => match self.ready.binary_search_by_key(&id, |r| r.id) {
-                        Ok(k) => k,
-                        Err(_) => {
-                            which.resize(ndim, 0);
-                            return Err(Stop::Missing(start + i, which.to_vec()));
-                        }
-                    },
-                };
-                cached = Some(k);
-                let chunk = &self.ready[k];
-                let src: isize = local
-                    .iter()
-                    .zip(chunk.view.strides)
-                    .map(|(&l, &s)| l as isize * s)
-                    .sum();
-                // SAFETY: `local` is an in-range position of the chunk on its
-                // leading axes (locate keeps it below the chunk's size, which
-                // ready_chunks checked against the view's shape), and the
-                // slice walks the rest whole: inside the chunk's bytes by the
-                // checked-view invariant (b), checked in ready_chunks. `dst`
-                // holds exactly one slice (row_bytes), and the output does
-                // not overlap any chunk (caller).
-                unsafe {
-                    let at = chunk.view.bytes.as_ptr().add(chunk.view.offset).offset(src);
-                    copy_slice(at, &chunk.slice, dst);
-                }
-            }
-            for (c, a) in coords.iter_mut().zip(self.rows).rev() {
-                *c += 1;
-                if *c < a.size {
-                    break;
-                }
-                *c = 0;
+        let mut off = 0isize;
+        for (c, a) in coords.iter().zip(self.rows) {
+            off += *c as isize * a.index_stride;
+            if let Some(d) = a.data_axis {
+                place[d] = *c;
             }
         }
-        Ok(())
+        for (j, t) in plan.tuple.iter().enumerate() {
+            // SAFETY: `coords` is an in-range row, so `off` plus the tuple
+            // place `j` is an in-range position of `indices`, inside its
+            // bytes by the checked-view invariant (b).
+            let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
+            match resolve::<CLIP>(v, t.size, plan.wrap_negative) {
+                Some(p) => place[t.axis] = p,
+                None if ZERO => return Ok((std::ptr::null(), ZERO_ROW)),
+                None => return Err(Stop::Bad),
+            }
+        }
+        let mut id = 0u64;
+        let mut local: SmallVec<[usize; 8]> = SmallVec::new();
+        for (d, &p) in place.iter().enumerate().take(self.slice_start) {
+            let (c, l) = locate(&self.starts[d], p);
+            id += c as u64 * self.grid_strides[d];
+            local.push(l);
+        }
+        let k = match cached.filter(|&k| self.ready[k].id == id) {
+            Some(k) => k,
+            None => match self.ready.binary_search_by_key(&id, |r| r.id) {
+                Ok(k) => k,
+                Err(_) => {
+                    let mut which: Vec<usize> = place
+                        .iter()
+                        .enumerate()
+                        .take(self.slice_start)
+                        .map(|(d, &p)| locate(&self.starts[d], p).0)
+                        .collect();
+                    which.resize(self.starts.len(), 0);
+                    return Err(Stop::Missing(row, which));
+                }
+            },
+        };
+        *cached = Some(k);
+        let chunk = &self.ready[k];
+        let at: isize = local
+            .iter()
+            .zip(chunk.view.strides)
+            .map(|(&l, &s)| l as isize * s)
+            .sum();
+        // In bounds: `local` is an in-range position of the chunk on its
+        // leading axes (locate keeps it below the chunk's size, which
+        // ready_chunks checked against the view's shape), and the slice
+        // walks the rest whole, so every byte the copy reads from here lies
+        // inside the chunk's bytes by the checked-view invariant (b).
+        let src = chunk
+            .view
+            .bytes
+            .as_ptr()
+            .wrapping_add(chunk.view.offset)
+            .wrapping_offset(at);
+        prefetch(src);
+        Ok((src, k as u32))
     }
+}
+
+/// Asks the cache for the line at `p`: a hint, never a fault.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint that never faults and reads nothing
+    // architecturally; the address need not be valid.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Copies one slice laid out as `layout` from `src` into `dst` (C order).
@@ -643,8 +758,21 @@ impl Walk<'_, '_> {
 unsafe fn copy_slice(src: *const u8, layout: &SliceLayout, dst: &mut [u8]) {
     match layout {
         // SAFETY: forwarded from the caller; `dst` is the slice's length.
+        // The common element sizes as one move each, not a call to memcpy.
         SliceLayout::Contiguous { bytes } => unsafe {
-            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), *bytes);
+            let d = dst.as_mut_ptr();
+            match *bytes {
+                4 => d
+                    .cast::<u32>()
+                    .write_unaligned(src.cast::<u32>().read_unaligned()),
+                8 => d
+                    .cast::<u64>()
+                    .write_unaligned(src.cast::<u64>().read_unaligned()),
+                2 => d
+                    .cast::<u16>()
+                    .write_unaligned(src.cast::<u16>().read_unaligned()),
+                n => std::ptr::copy_nonoverlapping(src, d, n),
+            }
         },
         SliceLayout::Strided { run, outer } => {
             let mut coords: SmallVec<[usize; 4]> = smallvec::smallvec![0; outer.len()];

@@ -97,6 +97,15 @@ def _gather_block(indices: Array, chunks: list[Array], block: _Block, call: _Cal
 def _as_dask(data: Any) -> da.Array:
     if isinstance(data, da.Array):
         return data
+    chunks = getattr(data, "chunks", None)
+    if (
+        not isinstance(data, np.ndarray)
+        and isinstance(chunks, tuple)
+        and len(chunks) == len(getattr(data, "shape", ()))
+        and all(isinstance(c, int) for c in chunks)
+    ):
+        # A chunked store (a zarr array, an h5py dataset): its own chunks, read lazily.
+        return da.from_array(data, chunks=chunks)  # type: ignore[no-untyped-call,no-any-return]
     array = np.asarray(data)
     try:
         return da.from_array(array, chunks="auto")  # type: ignore[no-untyped-call,no-any-return]
