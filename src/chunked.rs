@@ -332,8 +332,16 @@ pub fn touched_chunks(
         .collect())
 }
 
-/// A set of chunk numbers: a bitmap for grids of up to 2^20 chunks, else
-/// a hash set (a grid of 10^8 chunks touched at two points costs two).
+/// Grids up to this many chunks count touched ones in a bitmap (in tests,
+/// a few: the random cases take both ways).
+#[cfg(not(test))]
+const BITMAP_MAX: u64 = 1 << 20;
+#[cfg(test)]
+const BITMAP_MAX: u64 = 4;
+
+/// A set of chunk numbers: a bitmap for grids of up to [`BITMAP_MAX`]
+/// chunks, else a hash set (a grid of 10^8 chunks touched at two points
+/// costs two).
 enum Seen {
     Bits(Vec<u64>),
     Hashed(std::collections::HashSet<u64>),
@@ -341,7 +349,7 @@ enum Seen {
 
 impl Seen {
     fn new(total: u64) -> Self {
-        if total <= 1 << 20 {
+        if total <= BITMAP_MAX {
             Seen::Bits(vec![0; total.div_ceil(64) as usize])
         } else {
             Seen::Hashed(Default::default())
@@ -424,6 +432,28 @@ pub fn gather_chunks(
         return plan.validate(mode, threads).map_err(|e| relocate(e, whole));
     }
     let row_bytes = plan.out_bytes() / n_rows;
+    let tables: Vec<Option<Vec<u32>>> = starts
+        .iter()
+        .take(slice_start)
+        .map(|st| {
+            let size = st[st.len() - 1];
+            (size <= TABLE_MAX).then(|| {
+                let mut t = vec![0u32; size];
+                for (c, w) in st.windows(2).enumerate() {
+                    t[w[0]..w[1]].fill(c as u32);
+                }
+                t
+            })
+        })
+        .collect();
+    let cells: u64 = grid.chunk_sizes.iter().map(|c| c.len() as u64).product();
+    let dense: Option<Vec<u32>> = (cells <= DENSE_MAX).then(|| {
+        let mut d = vec![ZERO_ROW; cells as usize];
+        for (k, r) in ready.iter().enumerate() {
+            d[r.id as usize] = k as u32;
+        }
+        d
+    });
     let walk = Walk {
         plan: &plan,
         rows: &rows,
@@ -432,6 +462,9 @@ pub fn gather_chunks(
         ready: &ready,
         slice_start,
         row_bytes,
+        tables: &tables,
+        dense: dense.as_deref(),
+        prefetch_bytes: row_bytes.min(PREFETCH_MAX),
     };
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
@@ -598,7 +631,29 @@ struct Walk<'p, 'a> {
     ready: &'p [Ready<'a>],
     slice_start: usize,
     row_bytes: usize,
+    /// Per leading axis, the chunk of each position when the axis is
+    /// short (a load instead of a binary search).
+    tables: &'p [Option<Vec<u32>>],
+    /// The place in `ready` of each chunk of a small grid ([`ZERO_ROW`]:
+    /// not given), instead of a binary search.
+    dense: Option<&'p [u32]>,
+    /// Bytes of a slice worth prefetching.
+    prefetch_bytes: usize,
 }
+
+/// Axes up to this long find a position's chunk in a table (in tests, a
+/// few: the random cases take both ways).
+#[cfg(not(test))]
+const TABLE_MAX: usize = 1 << 16;
+#[cfg(test)]
+const TABLE_MAX: usize = 3;
+/// Grids up to this many chunks find a chunk's place in a table.
+#[cfg(not(test))]
+const DENSE_MAX: u64 = 1 << 16;
+#[cfg(test)]
+const DENSE_MAX: u64 = 8;
+/// At most this much of a slice is prefetched (longer ones stream well).
+const PREFETCH_MAX: usize = 1024;
 
 /// Rows whose sources are found before any is copied: their reads are then
 /// independent, so the memory system serves many at once (a row's chunk
@@ -694,25 +749,29 @@ impl Walk<'_, '_> {
         let mut id = 0u64;
         let mut local: SmallVec<[usize; 8]> = SmallVec::new();
         for (d, &p) in place.iter().enumerate().take(self.slice_start) {
-            let (c, l) = locate(&self.starts[d], p);
+            let c = match &self.tables[d] {
+                Some(t) => t[p] as usize,
+                None => locate(&self.starts[d], p).0,
+            };
             id += c as u64 * self.grid_strides[d];
-            local.push(l);
+            local.push(p - self.starts[d][c]);
         }
-        let k = match cached.filter(|&k| self.ready[k].id == id) {
-            Some(k) => k,
-            None => match self.ready.binary_search_by_key(&id, |r| r.id) {
-                Ok(k) => k,
-                Err(_) => {
-                    let mut which: Vec<usize> = place
-                        .iter()
-                        .enumerate()
-                        .take(self.slice_start)
-                        .map(|(d, &p)| locate(&self.starts[d], p).0)
-                        .collect();
-                    which.resize(self.starts.len(), 0);
-                    return Err(Stop::Missing(row, which));
-                }
-            },
+        let found = match (self.dense, *cached) {
+            (Some(dense), _) => Some(dense[id as usize])
+                .filter(|&k| k != ZERO_ROW)
+                .map(|k| k as usize),
+            (None, Some(k)) if self.ready[k].id == id => Some(k),
+            (None, _) => self.ready.binary_search_by_key(&id, |r| r.id).ok(),
+        };
+        let Some(k) = found else {
+            let mut which: Vec<usize> = place
+                .iter()
+                .enumerate()
+                .take(self.slice_start)
+                .map(|(d, &p)| locate(&self.starts[d], p).0)
+                .collect();
+            which.resize(self.starts.len(), 0);
+            return Err(Stop::Missing(row, which));
         };
         *cached = Some(k);
         let chunk = &self.ready[k];
@@ -732,7 +791,11 @@ impl Walk<'_, '_> {
             .as_ptr()
             .wrapping_add(chunk.view.offset)
             .wrapping_offset(at);
-        prefetch(src);
+        let mut line = 0;
+        while line < self.prefetch_bytes {
+            prefetch(src.wrapping_add(line));
+            line += 64;
+        }
         Ok((src, k as u32))
     }
 }
