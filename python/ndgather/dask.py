@@ -32,18 +32,40 @@ import dask
 import dask.array as da
 import numpy as np
 import numpy.typing as npt
-
-# dask's task objects (private, dask >= 2024.12): each task names its dependencies, so that a
-# graph over a huge lazy array is culled without listing the array's keys. The pyproject's
-# `dask` extra bounds the versions; tests/dask/test_dask.py::test_private_dask_api_canary
-# fails when they stop working as used here.
-from dask._task_spec import List, Task, TaskRef
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.typing import Key
 from dask.utils import parse_bytes
 
 from ndgather import _core
+
+# dask's task objects (private, dask >= 2024.12): each task names its dependencies, so that a
+# graph over a huge lazy array is culled without listing the array's keys (from dask 2025.5).
+# Older dask (2024.8 to 2024.11, the last for NumPy 1.23) gets the tuple tasks it knows.
+# tests/dask/test_dask.py::test_private_dask_api_canary fails when a dask that has them
+# stops taking this way; the `dask` extra in pyproject.toml bounds the versions tested.
+_Task: Any
+_TaskRef: Any
+_List: Any
+try:
+    from dask._task_spec import List as _List
+    from dask._task_spec import Task as _Task
+    from dask._task_spec import TaskRef as _TaskRef
+except ImportError:  # pragma: no cover (dask < 2024.12)
+    _Task = _TaskRef = _List = None
+
+
+def _ref(key: Key) -> Any:
+    """A reference to the output of task ``key``, as an argument of another task."""
+    return key if _TaskRef is None else _TaskRef(key)
+
+
+def _task(key: Key, fn: Any, index_arg: Any, chunk_keys: list[Key], *rest: Any) -> Any:
+    """The task ``key``: ``fn(index_arg, [chunks of chunk_keys], *rest)``."""
+    if _Task is None:
+        return (fn, index_arg, list(chunk_keys), *rest)
+    return _Task(key, fn, index_arg, _List(*(_TaskRef(k) for k in chunk_keys)), *rest)
+
 
 __all__ = ["MAX_LAZY_PAIRS", "gather", "gather_nd"]
 
@@ -218,7 +240,7 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
         start = _starts(tchunks, ti)
         block_shape = tuple(tchunks[a][i] for a, i in enumerate(ti))
         if lazy:
-            index_arg: Any = TaskRef((idx.name, *ti, *((0,) if nd else ())))
+            index_arg: Any = _ref((idx.name, *ti, *((0,) if nd else ())))
             groups = list(product(*(range(len(c)) for c in grid)))
         else:
             sl = tuple(slice(s, s + n) for s, n in zip(start, block_shape, strict=True))
@@ -252,8 +274,7 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
             block = _Block(_part(data, b, indexed, carried, ti, ci), tuple(coords), start)
             out_index = ti[:b] + ci[:n_between] + ti[b:] + ci[n_between:]
             okey: Key = (name, *out_index)
-            chunks_arg = List(*(TaskRef(k) for k in keys))
-            graph[okey] = Task(okey, _gather_block, index_arg, chunks_arg, block, call)
+            graph[okey] = _task(okey, _gather_block, index_arg, keys, block, call)
 
     out_chunks = tchunks[:b] + tuple(cchunks[:n_between]) + tchunks[b:] + tuple(cchunks[n_between:])
     deps: list[Any] = [data, idx] if lazy else [data]
