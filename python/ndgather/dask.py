@@ -204,7 +204,7 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
         _known(idx, "indices")
     data_shape = tuple(int(s) for s in data.shape)
     # The core's verdict on the shapes (its exact errors), and where the axes go.
-    out_shape, b, indexed = _core._gather_layout(
+    _, b, indexed = _core._gather_layout(
         data_shape, data.dtype, tuple(int(s) for s in idx.shape), idx.dtype, axis, batch_dims, mode
     )
     carried = [a for a in range(data.ndim) if a >= b and a not in indexed]
@@ -286,9 +286,10 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
 def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: Mode = "raise") -> da.Array:
     """:func:`ndgather.gather_nd` on a dask array, lazily, chunk by chunk.
 
-    ``data`` is a :class:`dask.array.Array` (anything else is read whole with
-    ``np.asarray``, then wrapped with ``da.from_array(..., chunks="auto")``: wrap a zarr
-    array with ``da.from_zarr`` to read only the chunks used); ``indices`` a NumPy array, an
+    ``data`` is a :class:`dask.array.Array`, or an array-like with chunks of its own (a zarr
+    array, an h5py dataset: read by its chunks, only those used), or anything else (read whole
+    with ``np.asarray``, then wrapped with ``da.from_array(..., chunks="auto")``); ``indices``
+    a NumPy array, an
     array-like or a :class:`dask.array.Array`. The result is a :class:`dask.array.Array` of shape
     ``indices.shape[:-1] + data.shape[batch_dims + k:]`` whose chunks follow those of
     ``indices`` (in-memory indices are chunked so that an output block is about dask's
