@@ -226,6 +226,34 @@ fn locate(starts: &[usize], c: usize) -> (usize, usize) {
     (i, c - starts[i])
 }
 
+/// Per axis (the first `axes`), the chunk of each position when the axis
+/// is at most [`TABLE_MAX`] long: a load instead of a binary search.
+fn chunk_tables(starts: &Bounds, axes: usize) -> Vec<Option<Vec<u32>>> {
+    starts
+        .iter()
+        .take(axes)
+        .map(|st| {
+            let size = st[st.len() - 1];
+            (size <= TABLE_MAX).then(|| {
+                let mut t = vec![0u32; size];
+                for (c, w) in st.windows(2).enumerate() {
+                    t[w[0]..w[1]].fill(c as u32);
+                }
+                t
+            })
+        })
+        .collect()
+}
+
+/// The chunk position `p` falls in, by table or by search.
+#[inline(always)]
+fn chunk_of(table: &Option<Vec<u32>>, starts: &[usize], p: usize) -> usize {
+    match table {
+        Some(t) => t[p] as usize,
+        None => locate(starts, p).0,
+    }
+}
+
 /// The one-shot error moved to the larger arrays of `whole`.
 fn relocate(e: GatherError, whole: Option<&Whole>) -> GatherError {
     match (e, whole) {
@@ -270,6 +298,7 @@ pub fn touched_chunks(
     let counts: Vec<Vec<usize>> = dims.iter().map(|&a| chunk_sizes[a].clone()).collect();
     let strides = grid_strides(&counts)?;
     let total: u64 = counts.iter().map(|c| c.len() as u64).product();
+    let tables = chunk_tables(&starts, starts.len());
     let mut seen = Seen::new(total);
     let mut last = None;
     let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
@@ -285,7 +314,7 @@ pub fn touched_chunks(
         for (c, a) in coords.iter().zip(&axes) {
             off += *c as isize * a.index_stride;
             if let Some(d) = a.data_axis {
-                id += locate(&starts[d], *c).0 as u64 * strides[at];
+                id += chunk_of(&tables[d], &starts[d], *c) as u64 * strides[at];
                 at += 1;
             }
         }
@@ -303,7 +332,9 @@ pub fn touched_chunks(
                 resolve::<false>(v, t.size, plan.wrap_negative)
             };
             match r {
-                Some(p) => id += locate(&starts[t.axis], p).0 as u64 * strides[b + j],
+                Some(p) => {
+                    id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64 * strides[b + j]
+                }
                 None => inside = false, // mode "zero": reads nothing
             }
         }
@@ -432,20 +463,7 @@ pub fn gather_chunks(
         return plan.validate(mode, threads).map_err(|e| relocate(e, whole));
     }
     let row_bytes = plan.out_bytes() / n_rows;
-    let tables: Vec<Option<Vec<u32>>> = starts
-        .iter()
-        .take(slice_start)
-        .map(|st| {
-            let size = st[st.len() - 1];
-            (size <= TABLE_MAX).then(|| {
-                let mut t = vec![0u32; size];
-                for (c, w) in st.windows(2).enumerate() {
-                    t[w[0]..w[1]].fill(c as u32);
-                }
-                t
-            })
-        })
-        .collect();
+    let tables = chunk_tables(&starts, slice_start);
     let cells: u64 = grid.chunk_sizes.iter().map(|c| c.len() as u64).product();
     let dense: Option<Vec<u32>> = (cells <= DENSE_MAX).then(|| {
         let mut d = vec![ZERO_ROW; cells as usize];
@@ -749,10 +767,7 @@ impl Walk<'_, '_> {
         let mut id = 0u64;
         let mut local: SmallVec<[usize; 8]> = SmallVec::new();
         for (d, &p) in place.iter().enumerate().take(self.slice_start) {
-            let c = match &self.tables[d] {
-                Some(t) => t[p] as usize,
-                None => locate(&self.starts[d], p).0,
-            };
+            let c = chunk_of(&self.tables[d], &self.starts[d], p);
             id += c as u64 * self.grid_strides[d];
             local.push(p - self.starts[d][c]);
         }
