@@ -7,16 +7,22 @@ Cases (all float32, random indices, fixed seed):
 * ``points``: 2M random points into a (4096, 4096) array in 1024x1024 chunks (GatherND);
 * ``tokens_b1``: 512 of 2048 rows of 1 KiB per batch, 64 batches, ``batch_dims=1``
   (GatherND), data in (8, 512, 256) chunks;
-* ``zarr_rows``: 200k random row ids into a (1M, 16) zarr store on disk in 10 chunks of
-  rows, read each call (not persisted).
+* ``zarr_rows``: 200k random row ids into a (1M, 64) zarr store on disk in 50k-row chunks,
+  read each call (not persisted);
+* ``zarr_points``: 500k random points into a (4096, 4096) zarr store on disk in 512x512
+  chunks, read each call.
 
 Candidates, each checked equal to in-memory ndgather before timing, then timed in
 interleaved rounds (``timing.py``) with the threaded scheduler; every dask call includes
-building the graph and ``.compute()``:
+building the graph and ``.compute()``. Then one more ``ndgather.dask`` call measures its
+peak memory (the growth of the process's peak resident set, from ``/proc``) against the
+bound "chunks touched + twice the output":
 
 * ``ndgather.dask``: :func:`ndgather.dask.gather` / ``gather_nd`` with NumPy indices, on the
   persisted array (zarr: on the store, and also on the persisted array);
 * ``dask <idiom>``: ``x.vindex[...]``, ``x[ids]``, ``da.take``: every one that applies;
+* zarr cases: zarr's own ``vindex`` (points) or ``get_orthogonal_selection`` (rows) on the
+  store, which count as idioms too;
 * ``ndgather``: the in-memory function on the same data as a NumPy array;
 * ``rows`` only: ``ndgather.dask`` on a ``distributed.LocalCluster`` of 2 worker processes
   (1 thread each), data persisted on the workers, the result fetched to the client.
@@ -28,6 +34,8 @@ building the graph and ``.compute()``:
 
 from __future__ import annotations
 
+import gc
+import math
 import sys
 import tempfile
 import time
@@ -115,11 +123,21 @@ CASES = (
     ),
     Case(
         "zarr_rows",
-        "200k random ids into a (1M, 16) float32 zarr store in 10 chunks, read each call",
+        "200k random ids into a (1M, 64) float32 zarr store in 50k-row chunks, read each call",
         "gather",
-        (1_000_000, 16),
-        (100_000, 16),
+        (1_000_000, 64),
+        (50_000, 64),
         (200_000,),
+        zarr=True,
+    ),
+    Case(
+        "zarr_points",
+        "500k random points into a (4096, 4096) float32 zarr store in 512x512 chunks, read "
+        "each call",
+        "gather_nd",
+        (4096, 4096),
+        (512, 512),
+        (500_000, 2),
         zarr=True,
     ),
 )
@@ -152,6 +170,52 @@ def dask_idioms(case: Case, x: Any, idx: np.ndarray) -> dict[str, Callable[[], A
     return {"dask vindex": lambda: x.vindex[cols].compute()}
 
 
+def zarr_idioms(case: Case, path: str, idx: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """zarr's own gathers on the store, read each call."""
+    import zarr
+
+    z = zarr.open_array(path, mode="r")
+    if case.op == "gather":
+        return {"zarr orthogonal": lambda: z.get_orthogonal_selection((idx, slice(None)))}
+    cols = tuple(idx[..., a] for a in range(idx.shape[-1]))
+    return {"zarr vindex": lambda: z.vindex[cols]}
+
+
+def peak_growth(call: Callable[[], Any]) -> int | None:
+    """How far one call raises the process's peak resident set (Linux: reset through
+    ``/proc/self/clear_refs``), with ndgather's pool emptied first; ``None`` elsewhere."""
+
+    def status(field: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise OSError(field)
+
+    try:
+        gc.collect()
+        ndgather.release_pool()
+        before = status("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")
+        result = call()
+        peak = status("VmHWM")
+        del result
+    except OSError:
+        return None
+    return peak - before
+
+
+def touched_bytes(case: Case, idx: np.ndarray, itemsize: int) -> int:
+    """The bytes of the data chunks some index reads."""
+    lead = idx[..., None] if case.op == "gather" else idx
+    k = lead.shape[-1]
+    b = case.batch_dims
+    flat = lead.reshape(-1, k) // np.array(case.chunks[b : b + k])
+    count = len(np.unique(flat, axis=0)) * max(
+        1, math.prod(case.data_shape[:b]) // max(1, math.prod(case.chunks[:b]))
+    )
+    return count * math.prod(case.chunks) * itemsize
+
+
 def ours(case: Case, x: Any, idx: np.ndarray) -> Callable[[], Any]:
     if case.op == "gather":
         return lambda: ngd.gather(x, idx).compute()
@@ -176,7 +240,7 @@ def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str
         z = da.from_zarr(path)
         calls["ndgather.dask"] = ours(case, z, idx)
         calls["ndgather.dask persisted"] = ours(case, x, idx)
-        idioms = dask_idioms(case, z, idx)
+        idioms = {**zarr_idioms(case, path, idx), **dask_idioms(case, z, idx)}
     else:
         idioms = dask_idioms(case, x, idx)
     calls.update(idioms)
@@ -194,6 +258,7 @@ def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str
         ).result()
     try:
         want = calls["ndgather"]()
+        want_shape = want.shape
         for name, call in calls.items():
             got = np.asarray(call())
             if got.shape != want.shape or got.dtype != want.dtype or not np.array_equal(got, want):
@@ -201,12 +266,14 @@ def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str
             del got
         del want
         timings = run_interleaved({n: Call(c) for n, c in calls.items()}, rounds, min_sample_s)
+        peak = peak_growth(calls["ndgather.dask"])
     finally:
         if client is not None and cluster is not None:
             client.close()
             cluster.close()
     medians = {n: t.median for n, t in timings.items()}
-    best = min((n for n in medians if n.startswith("dask ")), key=medians.__getitem__)
+    best = min((n for n in medians if n.startswith(("dask ", "zarr "))), key=medians.__getitem__)
+    out_bytes = math.prod(want_shape) * 4
     return {
         "name": case.name,
         "description": case.description,
@@ -219,6 +286,8 @@ def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str
         "best_dask": best,
         "ratio_dask": medians["ndgather.dask"] / medians[best],
         "ratio_memory": medians["ndgather.dask"] / medians["ndgather"],
+        "peak_bytes": peak,
+        "peak_bound_bytes": touched_bytes(case, idx, 4) + 2 * out_bytes,
     }
 
 
@@ -226,10 +295,11 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     header = [
         "case",
         "ndgather.dask",
-        "best dask idiom",
+        "best idiom (dask, zarr)",
         "in-memory ndgather",
         "ndgather.dask / dask",
         "ndgather.dask / in-memory",
+        "peak memory / bound",
         "other",
     ]
     table = []
@@ -244,8 +314,13 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
         others += [
             f"{n.removeprefix('dask ')} {fmt_seconds(t)}"
             for n, t in m.items()
-            if n.startswith("dask ") and n != best
+            if n.startswith(("dask ", "zarr ")) and n != best
         ]
+        peak, bound = r.get("peak_bytes"), r.get("peak_bound_bytes")
+        memory = (
+            "-" if peak is None or not bound else f"{peak / 2**20:.0f} / {bound / 2**20:.0f} MiB"
+        )
+
         table.append(
             [
                 r["name"],
@@ -254,6 +329,7 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
                 fmt_seconds(m["ndgather"]),
                 fmt_ratio(r["ratio_dask"]),
                 fmt_ratio(r["ratio_memory"]),
+                memory,
                 "; ".join(others) or "-",
             ]
         )

@@ -258,6 +258,22 @@ impl Plan<'_> {
         })
     }
 
+    /// Validates every index as `execute` does, without copying: for a
+    /// caller that copies by other means (`chunked`).
+    pub(crate) fn validate(&self, mode: Mode, threads: usize) -> Result<()> {
+        let can_fail = self.n_index_rows > 0
+            && match mode {
+                Mode::Raise => true,
+                Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
+                Mode::Zero => false,
+            };
+        if can_fail {
+            self.check_all(mode, threads.min(MAX_THREADS))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Validates every stored index; the error names the first bad one in
     /// C order of `indices`, whatever the thread count.
     pub(crate) fn check_all(&self, mode: Mode, threads: usize) -> Result<()> {

@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+mod chunked;
 mod convert;
 mod copy;
 mod dequantize;
@@ -41,6 +42,9 @@ mod core_tests;
 #[cfg(feature = "python")]
 mod python;
 
+pub use chunked::{
+    chunked_layout, gather_chunks, touched_chunks, ChunkGrid, Layout, Operator, Whole,
+};
 pub use convert::{Cast, Scalar};
 pub use dequantize::{
     block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,

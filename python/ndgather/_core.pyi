@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, SupportsIndex, final
 
 import numpy as np
@@ -116,4 +116,33 @@ def gather_block_quantized(
     gather_axis: int,
     quantize_axis: int,
     block_size: int,
+) -> np.ndarray[Any, Any]: ...
+def _gather_layout(
+    data_shape: Sequence[int],
+    dtype: np.dtype[Any],
+    indices_shape: Sequence[int],
+    indices_dtype: np.dtype[Any],
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+) -> tuple[list[int], int, list[int]]: ...
+def _chunks_touched(
+    chunk_sizes: Sequence[Sequence[int]],
+    indices: npt.ArrayLike,
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    data_shape: Sequence[int] | None = None,
+    index_offset: Sequence[int] | None = None,
+) -> list[list[int]]: ...
+def _gather_chunks(
+    chunks: Mapping[tuple[int, ...], np.ndarray[Any, Any]],
+    chunk_sizes: Sequence[Sequence[int]],
+    dtype: np.dtype[Any],
+    indices: npt.ArrayLike,
+    axis: SupportsIndex | None,
+    batch_dims: SupportsIndex,
+    mode: _Mode,
+    data_shape: Sequence[int] | None = None,
+    index_offset: Sequence[int] | None = None,
 ) -> np.ndarray[Any, Any]: ...

@@ -50,8 +50,7 @@ class GatherIndexError(IndexError):
         self.axis = int(axis)
         self.axis_size = int(axis_size)
         self.data_shape = tuple(int(s) for s in data_shape)
-        # What else the core's message shows, kept so that it can make the message again
-        # for another position or shape (ndgather.dask); not public.
+        # What else the core's message shows; not public.
         self._index_tuple = None if index_tuple is None else tuple(int(v) for v in index_tuple)
         self._negatives_allowed = bool(negatives_allowed)
 

@@ -5,6 +5,7 @@ mod args;
 mod arrays;
 mod casts;
 mod cells;
+mod chunked;
 mod dequantize;
 mod errors;
 mod gateway;
@@ -282,8 +283,9 @@ fn release_pool_py(py: Python<'_>) -> usize {
 }
 
 /// The `GatherIndexError` for these parts, with the core's message: how
-/// `ndgather.dask` names an index by its position in the whole `indices`
-/// and the whole `data`'s shape, with no message made in Python.
+/// an opset wrapper whose operator the core does not run itself
+/// (GatherBlockQuantized with `mode="raise"`) names an index, with no
+/// message made in Python.
 #[pyfunction(name = "out_of_range_error")]
 #[allow(clippy::too_many_arguments)] // one per part of the message
 fn out_of_range_error_py<'py>(
@@ -326,6 +328,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prepared::prepared_from_state, m)?)?;
     m.add_class::<prepared::PreparedGather>()?;
     m.add_function(wrap_pyfunction!(dequantize::gather_block_quantized_py, m)?)?;
+    chunked::register(m)?;
     m.add("MAX_THREADS", crate::MAX_THREADS)?;
     m.add(
         "IDLE_RELEASE_SECONDS",

@@ -22,6 +22,9 @@ dask = pytest.importorskip("dask")
 ngd = pytest.importorskip("ndgather.dask")
 
 MODES = ("raise", "zero", "clip")
+#: dask's version as (year, month); from 2024.12 it has task objects, and from 2025.5 it
+#: culls a graph over a lazy array of 10^8 chunks without listing their keys.
+DASK = tuple(int(p) for p in dask.__version__.split(".")[:2])
 
 
 @pytest.fixture(autouse=True)
@@ -222,28 +225,68 @@ def test_numpy_data_and_lists_are_accepted() -> None:
     _same(ngd.gather(data.tolist(), 1, axis=1).compute(), ndgather.gather(data, 1, axis=1))
 
 
+def _deps(array: Any) -> list[int]:
+    """How many data chunks each task of ``array``'s own layer reads."""
+    counts = []
+    for task in array.dask.layers[array.name].values():
+        if isinstance(task, tuple):  # dask < 2024.12: (fn, indices or their key, [keys], ...)
+            counts.append(len([k for k in (task[1], *task[2]) if isinstance(k, tuple)]))
+        else:
+            counts.append(len(task.dependencies))
+    return sorted(counts)
+
+
 def test_graph_grows_with_touched_pairs_not_points() -> None:
-    # 2M points over 16 chunks of a (4096, 4096) array: a few dozen tasks, not thousands.
+    # 2M points over 16 chunks of a (4096, 4096) array: a few tasks, not thousands.
     x = da.zeros((4096, 4096), dtype=np.float32, chunks=1024)
     pts = np.random.default_rng(0).integers(0, 4096, (2_000_000, 2))
     r = ngd.gather_nd(x, pts)
-    ours = len(r.dask) - len(x.dask)
     assert r.numblocks == (4,)  # in-memory indices: at most 2**19 tuples per chunk
-    # per index chunk: a sort, one gather per touched data chunk, one reassembly
-    assert ours == 4 * (1 + 16 + 1)
+    # one task per output block, each reading the 16 data chunks its points touch
+    assert len(r.dask) - len(x.dask) == 4
+    assert _deps(r) == [16] * 4
     # only the touched chunks: points in two chunks of one row of chunks
     near = np.stack([np.full(1000, 5), np.arange(1000) + 1000], axis=-1)
     r = ngd.gather_nd(x, near)
-    assert len(r.dask) - len(x.dask) == 1 + 2 + 1
+    assert len(r.dask) - len(x.dask) == 1 and _deps(r) == [2]
     # 10^8 chunks, two points: the graph (and the time to build it) follows the points' chunks
     huge = da.zeros((100_000, 100_000), dtype=np.uint8, chunks=10)
     r = ngd.gather_nd(huge, [[5, 7], [99_999, -3]])
-    assert len(r.dask.layers[r.name]) == 1 + 2 + 1
-    _same(r.compute(), np.zeros(2, np.uint8))
-    # dask indices: every (index chunk, data chunk) pair, plus a plan and an output per chunk
+    assert len(r.dask.layers[r.name]) == 1 and _deps(r) == [2]
+    if DASK >= (2025, 5):  # older dask lists all 10^8 keys when it computes (minutes)
+        _same(r.compute(), np.zeros(2, np.uint8))
+    # dask indices: each output block reads every data chunk (known only at compute time)
     lazy = da.from_array(pts[:1000], chunks=(250, 2))
     r = ngd.gather_nd(x, lazy)
-    assert len(r.dask) - len(x.dask) - len(lazy.dask) <= 4 * (16 + 2) + 1
+    assert len(r.dask.layers[r.name]) == 4 and _deps(r) == [16 + 1] * 4  # + its indices
+
+
+def test_dask_indices_over_too_many_pairs_are_refused() -> None:
+    x = da.zeros(1_000, chunks=1)
+    ids = da.arange(1_000, chunks=1)
+    with pytest.raises(ValueError, match=r"1000000 \(index chunk, data chunk\) pairs, more"):
+        ngd.gather(x, ids)
+    n = int(ngd.MAX_LAZY_PAIRS**0.5)
+    _same(ngd.gather(da.arange(n, chunks=1), da.arange(n, chunks=1)).compute(), np.arange(n))
+
+
+def test_private_dask_api_canary() -> None:
+    # From dask 2024.12, ndgather.dask builds dask's task objects (dask._task_spec, private):
+    # each output block a Task naming the data chunks it reads, which dask (from 2025.5)
+    # culls without listing the keys of a lazy array of 10^8 chunks. Fails when a dask that
+    # should take this way does not (the API moved or changed).
+    huge = da.zeros((100_000, 100_000), dtype=np.uint8, chunks=10)
+    r = ngd.gather_nd(huge, [[5, 7]])
+    (task,) = r.dask.layers[r.name].values()
+    if DASK < (2024, 12):
+        assert isinstance(task, tuple)  # the tuple tasks of older dask
+        return
+    from dask._task_spec import Task
+
+    assert isinstance(task, Task)
+    assert task.dependencies == {(huge.name, 0, 0)}
+    if DASK >= (2025, 5):
+        _same(r.compute(), np.zeros(1, np.uint8))
 
 
 class _Logged:
@@ -427,9 +470,8 @@ def test_zarr_store(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_long_axes_without_lookup_tables(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    # Axes longer than _TABLE_LIMIT resolve indices with NumPy arithmetic: same results.
-    monkeypatch.setattr(ngd, "_TABLE_LIMIT", 0)
+def test_index_dtypes_over_uneven_chunks(mode: str) -> None:
+    # Index dtypes and huge unsigned values over uneven chunks: same results.
     rng = np.random.default_rng(6)
     data = rng.random((50, 7, 3))
     x = da.from_array(data, chunks=(9, 2, 3))
@@ -473,8 +515,8 @@ def test_readme_example_runs() -> None:
     exec(compile(code[0], "README.md", "exec"), {})
 
 
-def test_large_pieces_use_the_reused_buffers() -> None:
-    # Reassemblies above 1 MiB go through the scratch buffers: same bytes, twice in a row.
+def test_large_blocks_come_from_the_pool() -> None:
+    # Output blocks above 1 MiB live in ndgather's pool: same bytes, twice in a row.
     rng = np.random.default_rng(7)
     data = rng.random((20_000, 64), dtype=np.float32)
     x = da.from_array(data, chunks=(3_000, 64))

@@ -1,0 +1,194 @@
+//! The chunked gather's bindings, for `ndgather.dask` (private, tested):
+//! the layout of a call from shapes, the chunks a block of indices reads,
+//! and the gather from a grid of chunks. They only convert.
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::args::Int64;
+use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
+use super::objects::own_copied_references;
+use crate::{
+    chunked_layout, gather_chunks, num_threads, touched_chunks, ChunkGrid, GatherError, Mode,
+    Operator, Whole,
+};
+
+fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
+    let batch_dims = batch_dims.get("batch_dims")?;
+    Ok(match axis {
+        None => Operator::GatherNd { batch_dims },
+        Some(axis) => Operator::Gather {
+            axis: axis.get("axis")?,
+            batch_dims,
+        },
+    })
+}
+
+fn parse_mode(mode: &str) -> PyResult<Mode> {
+    Ok(Mode::parse(mode).ok_or_else(|| {
+        GatherError::InvalidArgument(format!(
+            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
+        ))
+    })?)
+}
+
+fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Option<Whole> {
+    data_shape.map(|data_shape| Whole {
+        data_shape,
+        index_offset: index_offset.unwrap_or_default(),
+    })
+}
+
+/// An empty array of `dtype`, through which the one-shot checks of a dtype
+/// run (`data_array`, `index_array`) with their own messages.
+fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
+    let py = dtype.py();
+    py.import("numpy")?.getattr("empty")?.call1((0, dtype))
+}
+
+/// ``(out_shape, batch_dims, indexed_axes)`` of a gather (``axis=None``: a
+/// gather_nd) on data of this shape and dtype with indices of this shape
+/// and dtype; raises what the one-shot function raises for them (index
+/// values aside).
+#[pyfunction(name = "_gather_layout")]
+#[allow(clippy::too_many_arguments)] // the operator's inputs, as shapes
+fn gather_layout_py(
+    data_shape: Vec<usize>,
+    dtype: &Bound<'_, PyArrayDescr>,
+    indices_shape: Vec<usize>,
+    indices_dtype: &Bound<'_, PyArrayDescr>,
+    axis: Option<Int64>,
+    batch_dims: Int64,
+    mode: &str,
+) -> PyResult<(Vec<usize>, usize, Vec<usize>)> {
+    let op = operator(axis, batch_dims)?;
+    parse_mode(mode)?;
+    data_array(&empty(dtype)?)?;
+    let (_, ty) = index_array(&empty(indices_dtype)?)?;
+    let layout = chunked_layout(&data_shape, dtype.itemsize(), &indices_shape, ty, op)?;
+    Ok((layout.out_shape, layout.batch_dims, layout.indexed))
+}
+
+/// The grid coordinates (batch axes, then indexed axes) of the chunks the
+/// indices read, sorted; validates them as the one-shot function would (on
+/// an array of ``data_shape`` with the indices at ``index_offset``, if
+/// given).
+#[pyfunction(name = "_chunks_touched")]
+#[allow(clippy::too_many_arguments)] // the operator's inputs
+#[pyo3(signature = (chunk_sizes, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
+fn chunks_touched_py(
+    py: Python<'_>,
+    chunk_sizes: Vec<Vec<usize>>,
+    indices: &Bound<'_, PyAny>,
+    axis: Option<Int64>,
+    batch_dims: Int64,
+    mode: &str,
+    data_shape: Option<Vec<usize>>,
+    index_offset: Option<Vec<usize>>,
+) -> PyResult<Vec<Vec<usize>>> {
+    let op = operator(axis, batch_dims)?;
+    let mode = parse_mode(mode)?;
+    let (indices, ty) = index_array(indices)?;
+    let iview = view(&indices)?;
+    let whole = whole(data_shape, index_offset);
+    let touched = py.detach(|| {
+        touched_chunks(
+            &chunk_sizes,
+            iview,
+            ty,
+            op,
+            mode,
+            whole.as_ref(),
+            num_threads(),
+        )
+    })?;
+    Ok(touched)
+}
+
+/// Gathers from the chunks ``{grid coordinates: array}`` of an array cut
+/// by ``chunk_sizes`` (the slice axes one chunk each), of ``dtype``: the
+/// one-shot function's result and errors on the whole. A chunk no index
+/// reads need not be given; one that is read and missing is a ValueError.
+#[pyfunction(name = "_gather_chunks")]
+#[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
+#[allow(clippy::too_many_arguments)] // the operator's inputs
+fn gather_chunks_py<'py>(
+    chunks: &Bound<'py, PyDict>,
+    chunk_sizes: Vec<Vec<usize>>,
+    dtype: &Bound<'py, PyArrayDescr>,
+    indices: &Bound<'py, PyAny>,
+    axis: Option<Int64>,
+    batch_dims: Int64,
+    mode: &str,
+    data_shape: Option<Vec<usize>>,
+    index_offset: Option<Vec<usize>>,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let py = chunks.py();
+    let op = operator(axis, batch_dims)?;
+    let mode = parse_mode(mode)?;
+    data_array(&empty(dtype)?)?;
+    let (indices, ty) = index_array(indices)?;
+    let mut arrays = Vec::with_capacity(chunks.len());
+    for (key, value) in chunks.iter() {
+        let coords: Vec<usize> = key.extract()?;
+        let a = data_array(&value)?;
+        if !a.dtype().is_equiv_to(dtype) {
+            return Err(GatherError::UnsupportedType(format!(
+                "gather over chunks: a chunk has dtype {} but the array has dtype {dtype}",
+                a.dtype()
+            ))
+            .into());
+        }
+        arrays.push((coords, a));
+    }
+    let views = arrays
+        .iter()
+        .map(|(c, a)| Ok((c.clone(), view(a)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let grid = ChunkGrid {
+        chunk_sizes,
+        chunks: views,
+        itemsize: dtype.itemsize(),
+    };
+    let iview = view(&indices)?;
+    let whole = whole(data_shape, index_offset);
+    let index_shape = iview.shape;
+    let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
+    let layout = chunked_layout(&shape, dtype.itemsize(), index_shape, ty, op)?;
+    let result = new_output(py, dtype, &layout.out_shape, layout.out_bytes)?;
+    // SAFETY: the array was just made; nothing else refers to its buffer,
+    // and no chunk can share its memory.
+    let buf = unsafe { bytes_mut(&result) };
+    if dtype.has_object() {
+        // With the GIL held, on this thread: no object of a chunk can be
+        // released between the copy of its pointer and our reference.
+        if let Err(e) = gather_chunks(&grid, iview, ty, op, mode, whole.as_ref(), buf, 1) {
+            buf.fill(0); // only null slots: dropping takes no reference back
+            return Err(e.into());
+        }
+        own_copied_references(&result)?;
+    } else {
+        py.detach(|| {
+            gather_chunks(
+                &grid,
+                iview,
+                ty,
+                op,
+                mode,
+                whole.as_ref(),
+                buf,
+                num_threads(),
+            )
+        })?;
+    }
+    Ok(result)
+}
+
+/// Adds the chunked gather's functions to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(gather_layout_py, m)?)?;
+    m.add_function(wrap_pyfunction!(chunks_touched_py, m)?)?;
+    m.add_function(wrap_pyfunction!(gather_chunks_py, m)?)?;
+    Ok(())
+}
