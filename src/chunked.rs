@@ -21,25 +21,8 @@ use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::layout::{ArrayView, SliceLayout};
 use crate::mode::Mode;
 use crate::offsets::resolve;
-use crate::plan::{plan_gather, plan_gather_nd, Plan};
+use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
-
-/// Which operator, with its attributes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operator {
-    /// `gather_nd(data, indices, batch_dims)`.
-    GatherNd {
-        /// As passed.
-        batch_dims: i64,
-    },
-    /// `gather(data, indices, axis, batch_dims)`.
-    Gather {
-        /// As passed.
-        axis: i64,
-        /// As passed.
-        batch_dims: i64,
-    },
-}
 
 /// Where the array and the indices of a call lie in larger ones, so that an
 /// out-of-range index is reported as the one-shot gather on those would:

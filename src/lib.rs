@@ -42,9 +42,7 @@ mod core_tests;
 #[cfg(feature = "python")]
 mod python;
 
-pub use chunked::{
-    chunked_layout, gather_chunks, touched_chunks, ChunkGrid, Layout, Operator, Whole,
-};
+pub use chunked::{chunked_layout, gather_chunks, touched_chunks, ChunkGrid, Layout, Whole};
 pub use convert::{Cast, Scalar};
 pub use dequantize::{
     block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
@@ -54,8 +52,8 @@ pub use execute::Validation;
 pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
-pub use plan::{plan_gather, plan_gather_nd, Plan};
-pub use prepared::{Positions, Prepared, PreparedCall, PreparedOp, PreparedParts};
+pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
+pub use prepared::{Positions, Prepared, PreparedCall, PreparedParts};
 pub use rows::{take_rows, take_rows_as, Declined, RowId, MAX_ROW_IDS};
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 

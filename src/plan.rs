@@ -31,6 +31,25 @@ pub(crate) struct TupleAxis {
     pub data_stride: isize,
 }
 
+/// Which operator a call runs, with its attributes as the caller gave them
+/// (what [`plan_gather_nd`] and [`plan_gather`] take): the one description
+/// the prepared and the chunked gathers share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// `gather_nd(data, indices, batch_dims)`.
+    GatherNd {
+        /// As for [`plan_gather_nd`].
+        batch_dims: i64,
+    },
+    /// `gather(data, indices, axis, batch_dims)`.
+    Gather {
+        /// As for [`plan_gather`].
+        axis: i64,
+        /// As for [`plan_gather`].
+        batch_dims: i64,
+    },
+}
+
 /// Everything the kernel needs, computed once per call, with the arrays it
 /// reads: checked views (see the checked-view invariant on [`ArrayView`]),
 /// as `plan_gather` and `plan_gather_nd` check both before planning.

@@ -36,25 +36,7 @@ use crate::kernel::{row_offsets, BLOCK};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
-use crate::plan::{plan_gather_nd_walking, plan_gather_walking, Plan};
-
-/// Which operator a [`Prepared`] gather runs, with its attributes as the
-/// caller gave them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PreparedOp {
-    /// `gather_nd(data, indices, batch_dims)`.
-    GatherNd {
-        /// As for [`plan_gather_nd`](crate::plan_gather_nd).
-        batch_dims: i64,
-    },
-    /// `gather(data, indices, axis, batch_dims)`.
-    Gather {
-        /// As for [`plan_gather`](crate::plan_gather).
-        axis: i64,
-        /// As for [`plan_gather`](crate::plan_gather).
-        batch_dims: i64,
-    },
-}
+use crate::plan::{plan_gather_nd_walking, plan_gather_walking, Operator, Plan};
 
 /// The resolved position of every output row: 32 bits when every position
 /// of the shape fits with room for the zero-fill marker (the word's largest
@@ -125,7 +107,7 @@ static STAND_IN: [u8; 8] = [0; 8];
 /// threads at once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prepared {
-    op: PreparedOp,
+    op: Operator,
     mode: Mode,
     data_shape: Vec<usize>,
     index_shape: Vec<usize>,
@@ -147,17 +129,17 @@ pub struct Prepared {
 /// Plans `op` (its one-shot checks and errors), walking `data` with `walk`
 /// strides if given.
 fn plan<'a>(
-    op: PreparedOp,
+    op: Operator,
     data: ArrayView<'a>,
     indices: ArrayView<'a>,
     index_type: IndexType,
     walk: Option<&[isize]>,
 ) -> Result<Plan<'a>> {
     match op {
-        PreparedOp::GatherNd { batch_dims } => {
+        Operator::GatherNd { batch_dims } => {
             plan_gather_nd_walking(data, indices, index_type, batch_dims, walk)
         }
-        PreparedOp::Gather { axis, batch_dims } => {
+        Operator::Gather { axis, batch_dims } => {
             plan_gather_walking(data, indices, index_type, axis, batch_dims, walk)
         }
     }
@@ -188,7 +170,7 @@ impl Prepared {
     /// has one-byte elements), and with `OutOfMemory` if the positions
     /// cannot be held.
     pub fn new(
-        op: PreparedOp,
+        op: Operator,
         shape: &[usize],
         indices: ArrayView<'_>,
         index_type: IndexType,
@@ -237,7 +219,7 @@ impl Prepared {
     /// against the shape. Fails with `InvalidArgument` on parts no
     /// [`Prepared::new`] could have made.
     pub fn from_parts(
-        op: PreparedOp,
+        op: Operator,
         shape: &[usize],
         index_shape: &[usize],
         index_type: IndexType,
@@ -358,7 +340,7 @@ impl Prepared {
 /// type, mode, positions and, when they are in address order, the output
 /// row of each.
 pub type PreparedParts<'a> = (
-    PreparedOp,
+    Operator,
     &'a [usize],
     &'a [usize],
     IndexType,
@@ -525,10 +507,10 @@ mod tests {
         let ids = i64_bytes(&[1, -1, 3, 0, 7, -9, 2, 0]);
         let ishape = [4usize, 2];
         let istrides = [16isize, 8];
-        let cases: [(PreparedOp, &[usize], &[isize]); 3] = [
-            (PreparedOp::GatherNd { batch_dims: 0 }, &ishape, &istrides),
+        let cases: [(Operator, &[usize], &[isize]); 3] = [
+            (Operator::GatherNd { batch_dims: 0 }, &ishape, &istrides),
             (
-                PreparedOp::Gather {
+                Operator::Gather {
                     axis: 1,
                     batch_dims: 0,
                 },
@@ -536,7 +518,7 @@ mod tests {
                 &istrides,
             ),
             (
-                PreparedOp::Gather {
+                Operator::Gather {
                     axis: -1,
                     batch_dims: 1,
                 },
@@ -551,10 +533,10 @@ mod tests {
                 for (data_bytes, strides) in [(&bytes, &c_strides), (&f, &f_strides)] {
                     let data = view(data_bytes, &shape, strides, 2);
                     let oneshot = match op {
-                        PreparedOp::GatherNd { batch_dims } => {
+                        Operator::GatherNd { batch_dims } => {
                             plan_gather_nd(data, indices, IndexType::I64, batch_dims)
                         }
-                        PreparedOp::Gather { axis, batch_dims } => {
+                        Operator::Gather { axis, batch_dims } => {
                             plan_gather(data, indices, IndexType::I64, axis, batch_dims)
                         }
                     };
@@ -600,7 +582,7 @@ mod tests {
             let ids = i64_bytes(&ids);
             let ishape = [n, 2];
             let indices = view(&ids, &ishape, &[16, 8], 8);
-            let op = PreparedOp::GatherNd { batch_dims: 0 };
+            let op = Operator::GatherNd { batch_dims: 0 };
             for mode in [Mode::Zero, Mode::Clip] {
                 let p = Prepared::new(op, &shape, indices, IndexType::I64, mode, 2).unwrap();
                 let order = p.order.as_ref().expect("address order");
@@ -640,7 +622,7 @@ mod tests {
     fn positions_are_32_bits_when_they_fit() {
         let ids = i64_bytes(&[0, 1]);
         let indices = view(&ids, &[2], &[8], 8);
-        let op = PreparedOp::Gather {
+        let op = Operator::Gather {
             axis: 0,
             batch_dims: 0,
         };
@@ -654,7 +636,7 @@ mod tests {
     fn shape_mismatch_and_forged_parts_are_refused() {
         let ids = i64_bytes(&[2, -1]);
         let indices = view(&ids, &[2], &[8], 8);
-        let op = PreparedOp::Gather {
+        let op = Operator::Gather {
             axis: 0,
             batch_dims: 0,
         };
@@ -709,10 +691,10 @@ mod tests {
             .unwrap()
             .execute(Mode::Raise, &mut [0u8; 2], Validation::WhileCopying, 1)
             .unwrap_err();
-        let op = PreparedOp::GatherNd { batch_dims: 0 };
+        let op = Operator::GatherNd { batch_dims: 0 };
         let got = Prepared::new(op, &[2, 3], indices, IndexType::I64, Mode::Raise, 1);
         assert_eq!(got.unwrap_err(), want);
-        let bad = PreparedOp::GatherNd { batch_dims: 2 };
+        let bad = Operator::GatherNd { batch_dims: 2 };
         let want = plan_gather_nd(d, indices, IndexType::I64, 2).unwrap_err();
         let got = Prepared::new(bad, &[2, 3], indices, IndexType::I64, Mode::Raise, 1);
         assert_eq!(got.unwrap_err(), want);

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use args::Int64;
 use gateway::{IndexRules, Op};
 
-use crate::{GatherError, PreparedOp};
+use crate::{GatherError, Operator};
 
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
@@ -195,7 +195,7 @@ fn prepare_gather_nd_py(
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
     let op = || {
-        Ok(PreparedOp::GatherNd {
+        Ok(Operator::GatherNd {
             batch_dims: batch_dims.get("batch_dims")?,
         })
     };
@@ -225,7 +225,7 @@ fn prepare_gather_py(
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
     let op = || {
-        Ok(PreparedOp::Gather {
+        Ok(Operator::Gather {
             axis: axis.get("axis")?,
             batch_dims: batch_dims.get("batch_dims")?,
         })

@@ -14,7 +14,7 @@ use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, v
 use super::gateway::{copy_into, overlaps, DETACH_MIN_BYTES};
 use super::objects::own_copied_references;
 use crate::{
-    num_threads, GatherError, IndexType, Mode, Positions, Prepared, PreparedCall, PreparedOp,
+    num_threads, GatherError, IndexType, Mode, Operator, Positions, Prepared, PreparedCall,
 };
 
 /// A gather whose indices were checked and resolved once for one shape of
@@ -66,7 +66,7 @@ pub(crate) fn prepare(
     py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
-    op: impl FnOnce() -> PyResult<PreparedOp>,
+    op: impl FnOnce() -> PyResult<Operator>,
     mode: &str,
 ) -> PyResult<PreparedGather> {
     // In the one-shot call's order, so that the same bad argument is
@@ -170,8 +170,8 @@ impl PreparedGather {
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let (op, shape, index_shape, ty, mode, positions, order) = self.inner.parts();
         let (kind, axis, batch_dims) = match op {
-            PreparedOp::GatherNd { batch_dims } => ("gather_nd", 0, batch_dims),
-            PreparedOp::Gather { axis, batch_dims } => ("gather", axis, batch_dims),
+            Operator::GatherNd { batch_dims } => ("gather_nd", 0, batch_dims),
+            Operator::Gather { axis, batch_dims } => ("gather", axis, batch_dims),
         };
         let (width, bytes): (usize, Vec<u8>) = match positions {
             Positions::U32(v) => (4, v.iter().flat_map(|p| p.to_le_bytes()).collect()),
@@ -256,10 +256,10 @@ pub(crate) fn prepared_from_state(
     let bad =
         |what: &str| GatherError::InvalidArgument(format!("not a prepared gather's state: {what}"));
     let op = match kind {
-        "gather_nd" => PreparedOp::GatherNd {
+        "gather_nd" => Operator::GatherNd {
             batch_dims: batch_dims.get("batch_dims")?,
         },
-        "gather" => PreparedOp::Gather {
+        "gather" => Operator::Gather {
             axis: axis.get("axis")?,
             batch_dims: batch_dims.get("batch_dims")?,
         },

@@ -5,7 +5,7 @@
 
 use ndgather::{
     plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Prepared,
-    PreparedOp, Validation,
+    Operator, Validation,
 };
 
 use crate::{count, for_each_coord, Call};
@@ -522,8 +522,8 @@ pub fn check_rows(call: &Call) -> Outcome {
 /// `data`: the reference's bytes, or at prepare time its first bad index.
 fn check_prepared(call: &Call, op: Op, expected: &Expected) {
     let op = match op {
-        Op::GatherNd { batch_dims } => PreparedOp::GatherNd { batch_dims },
-        Op::Gather { axis, batch_dims } => PreparedOp::Gather { axis, batch_dims },
+        Op::GatherNd { batch_dims } => Operator::GatherNd { batch_dims },
+        Op::Gather { axis, batch_dims } => Operator::Gather { axis, batch_dims },
     };
     let (dv, iv) = (call.data.view(), call.indices.view());
     let prepared = Prepared::new(op, dv.shape, iv, call.index_type, call.mode, call.threads);
