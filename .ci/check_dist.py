@@ -9,8 +9,10 @@ Cargo.toml's version, and:
   no symbol version newer than its tag, no ISA extension auditwheel knows of;
 - the extension uses no instruction beyond baseline x86-64 (no VEX/EVEX encoding, no ymm/zmm
   register, none of the SSE3+/BMI/POPCNT/LZCNT instructions below; `objdump` needed, else
-  skipped with a note). ndgather has no run-time dispatched kernels: if one is added, this
-  list is the place to exempt it;
+  skipped with a note), outside the section `ndgather_dispatched`: the `dtype=` conversion
+  loops compiled for AVX2/F16C (`src/convert.rs`), which run only where the CPU is checked to
+  have them; that section must hold code only from there (its instructions are counted and
+  printed);
 - METADATA and PKG-INFO carry the license expression and files, the supported Pythons'
   classifiers; both archives hold LICENSE-MIT and LICENSE-APACHE;
 - `twine check --strict` passes (the metadata and README as PyPI would render them).
@@ -54,6 +56,9 @@ NOT_BASELINE = re.compile(
     r"|packusdw|movntdqa|phminposuw|pcmp[ei]str[im]|aes\w+|pclmul\w*|sha\w+|rdrand|rdseed"
     r"|v\w+|kmov\w+)$"
 )
+
+# The section of the kernels chosen at run time by CPU feature (src/convert.rs).
+DISPATCHED = "ndgather_dispatched"
 
 problems: list[str] = []
 
@@ -119,7 +124,15 @@ def check_isa(so: bytes, name: str) -> None:
             text=True,
         ).stdout
     found: dict[str, int] = {}
+    dispatched = 0
+    section = ""
     for line in listing.splitlines():
+        if line.startswith("Disassembly of section "):
+            section = line.removeprefix("Disassembly of section ").rstrip(":")
+            continue
+        if section == DISPATCHED:
+            dispatched += line.startswith(" ")
+            continue
         parts = line.split("\t")
         if len(parts) < 2 or not parts[0].rstrip().endswith(":"):
             continue
@@ -131,7 +144,10 @@ def check_isa(so: bytes, name: str) -> None:
     if found:
         fail(f"{name} uses instructions beyond baseline x86-64: {found}")
     else:
-        ok(f"{name}: baseline x86-64 instructions only (objdump)")
+        ok(
+            f"{name}: baseline x86-64 instructions only (objdump), but for {dispatched} "
+            f"lines of run-time dispatched code in {DISPATCHED}"
+        )
 
 
 def main() -> int:

@@ -164,7 +164,10 @@ fn kernel(from: Scalar, to: Scalar) -> Option<Kernel> {
     use Scalar::*;
     /// A loop reading an `$a` at a time and writing `$f(x)` as a `$b`;
     /// compiled twice, for the baseline and for AVX2 where the CPU has it
-    /// (wider vectors: float16 to float32 runs about 4x faster).
+    /// (wider vectors: float16 to float32 runs about 4x faster). The AVX2
+    /// copies, chosen at run time, live in the section
+    /// `ndgather_dispatched`, the only code `.ci/check_dist.py` lets use
+    /// instructions beyond baseline x86-64.
     macro_rules! each {
         ($a:ty => $b:ty, $f:expr) => {{
             /// # Safety
@@ -191,6 +194,7 @@ fn kernel(from: Scalar, to: Scalar) -> Option<Kernel> {
             /// As for [`Cast::run`], on a CPU with AVX2.
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2")]
+            #[link_section = "ndgather_dispatched"]
             unsafe fn avx2(src: *const u8, dst: *mut u8, n: usize) {
                 // SAFETY: forwarded from the caller.
                 unsafe { body(src, dst, n) }
@@ -323,6 +327,7 @@ fn f16_to_f32_bits(h: u16) -> u32 {
 /// As for [`Cast::run`], on a CPU with AVX2 and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
+#[link_section = "ndgather_dispatched"]
 unsafe fn f16_to_f32_f16c(src: *const u8, dst: *mut u8, n: usize) {
     use std::arch::x86_64::*;
     let whole = n / 8 * 8;
