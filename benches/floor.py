@@ -46,7 +46,7 @@ from timing import Call
 CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
 READ, WRITE = "read floor", "write floor"
-DISTANCES = (0, 4, 8, 16, 32, 64, 128)
+DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
 UNROLLS = (1, 2, 4, 8)
 HINTS = ("T0", "T1", "T2", "NTA")  # the prefetch's target: L1, L2, L3, non-temporal
 
