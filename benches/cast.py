@@ -19,10 +19,7 @@ candidate once, in rotating order; medians per call are reported.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +30,16 @@ import ml_dtypes
 import ndgather
 import numpy as np
 from cycle import Candidate, Cycle, CycleTimer
+from report import (
+    command,
+    describe_machine,
+    fmt_seconds,
+    machine_info,
+    markdown_table,
+    refuse_dirty,
+    save,
+    update_doc,
+)
 from timing import calls_per_sample
 
 SOURCES = {
@@ -43,22 +50,6 @@ SOURCES = {
 TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "int8": "int8"}
 SETTLE_S = 0.002
 LLC_TIMES = 4
-
-
-def commit() -> str:
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", ".", ":!docs", ":!README.md"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return rev + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -156,13 +147,6 @@ def run_case(
     return record
 
 
-def fmt(s: float) -> str:
-    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
 def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     head = [
         "source",
@@ -197,10 +181,10 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 rec["source"],
                 f"({rec['table_shape'][0]:,}, {rec['table_shape'][1]})",
                 f"{rec['batch']:,}",
-                fmt(me),
-                fmt(c["ndgather float32 table"]),
-                fmt(c["np.take().astype()"]),
-                fmt(torch_t) if torch_t else "-",
+                fmt_seconds(me),
+                fmt_seconds(c["ndgather float32 table"]),
+                fmt_seconds(c["np.take().astype()"]),
+                fmt_seconds(torch_t) if torch_t else "-",
                 f"{me / c['ndgather float32 table']:.2f}x",
                 f"{me / c['np.take().astype()']:.2f}x",
                 f"{me / torch_t:.2f}x" if torch_t else "-",
@@ -211,23 +195,15 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def markdown(results: dict[str, Any]) -> str:
     head, body = table_rows(results)
-    lines = [
-        f"Median per call over {results['rounds']} interleaved rounds; "
-        f"ndgather threads: {results['threads']}; commit {results['commit']}. "
-        f"Command: `{results['command']}`. Machine: {results['machine']}.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "---|" * len(head),
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
-    return "\n".join(lines)
-
-
-def put_in_doc(doc: Path, text: str) -> None:
-    src = doc.read_text()
-    start, end = "<!-- cast table -->", "<!-- /cast table -->"
-    i, j = src.index(start) + len(start), src.index(end)
-    doc.write_text(src[:i] + "\n" + text + "\n" + src[j:])
+    machine = results["machine"]
+    return "\n\n".join(
+        [
+            f"Median per call over {results['rounds']} interleaved rounds; ndgather threads: "
+            f"{results['threads']}; commit {machine.get('git_commit') or '?'}. Command: "
+            f"`{results['command']}`. Machine: {describe_machine(machine)}.",
+            markdown_table(head, body),
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,15 +236,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results: dict[str, Any] = {
         "benchmark": "cast",
-        "command": "python benches/cast.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "commit": commit(),
+        "command": command(),
         "rounds": rounds,
         "threads": ndgather.get_num_threads(),
-        "machine": (
-            f"{platform.processor() or platform.machine()}; {platform.platform()}; "
-            f"CPython {platform.python_version()}; numpy {np.__version__}"
-        )
-        + (f", torch {torch.__version__}" if torch else ""),
+        "machine": machine_info(
+            {"ndgather": ndgather.__version__, "numpy": np.__version__}
+            | ({"torch": torch.__version__} if torch else {})
+        ),
         "cases": [],
     }
     seed = 0
@@ -284,18 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         del t
     print(markdown(results))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=1))
-        print(f"wrote {args.json}")
+    save(results, args.json)
     if args.doc:
-        if results["commit"].endswith("-dirty") and not args.allow_dirty:
-            print(
-                "refusing to put a run of a dirty tree into the docs (--allow-dirty)",
-                file=sys.stderr,
-            )
-            return 1
-        put_in_doc(args.doc, markdown(results))
+        refuse_dirty([results["machine"]], args.allow_dirty)
+        update_doc(args.doc, markdown(results), "cast table")
     return 1 if any(r["errors"] for r in results["cases"]) else 0
 
 
