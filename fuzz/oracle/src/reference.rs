@@ -444,7 +444,14 @@ fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
             x.to_ne_bytes()
         }
     };
-    let plan = plan.clone().with_cast(cast).expect("no overflow at these sizes");
+    let plan = match plan.clone().with_cast(cast) {
+        Ok(plan) => plan,
+        // A slice whose bytes, widened to 8 a element, would pass
+        // `isize::MAX` (raw views of huge broadcast axes reach it): refusing
+        // it is the documented answer.
+        Err(GatherError::Overflow(_)) => return,
+        Err(e) => panic!("cast: planning the conversion failed: {e:?}"),
+    };
     let mut out = vec![UNTOUCHED; plan.out_bytes()];
     let got = plan.execute(call.mode, &mut out, call.validation, call.threads);
     match (expected, got) {
