@@ -1,8 +1,11 @@
 //! `dtype=`: the conversion a gather makes on the way out, from NumPy
 //! dtypes to the core's [`Cast`], and the `TypeError` for any other.
 
+use std::sync::Mutex;
+
 use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use crate::{Cast, GatherError, Scalar};
 
@@ -16,6 +19,86 @@ const WHICH: &str = "dtype= converts only where every value is kept: the casts \
 /// `TypeError` naming both dtypes when the conversion could lose values
 /// or is not between the types listed in [`WHICH`].
 pub(crate) fn cast_to<'py>(
+    data_dtype: &Bound<'py, PyArrayDescr>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
+    if let Some(hit) = remembered(data_dtype, dtype) {
+        return Ok(hit);
+    }
+    let answer = convert(data_dtype, dtype)?;
+    remember(data_dtype, dtype, &answer);
+    Ok(answer)
+}
+
+/// The last answer of [`cast_to`] that may be reused: a service asks for
+/// the same `dtype=` of the same table on every call, and converting
+/// `dtype` to a descriptor and choosing the loop again cost a one-row call
+/// about 440 instructions (by callgrind), a tenth of its time.
+struct Last {
+    /// The `dtype` argument and the data's dtype (held, so that neither
+    /// address can be reused by another object while remembered).
+    dtype: Py<PyAny>,
+    data: Py<PyArrayDescr>,
+    /// What [`convert`] answered for them.
+    cast: Option<(Cast, Py<PyArrayDescr>)>,
+}
+
+static LAST: Mutex<Option<Last>> = Mutex::new(None);
+
+/// The remembered answer for these two objects, if it is theirs.
+fn remembered<'py>(
+    data_dtype: &Bound<'py, PyArrayDescr>,
+    dtype: &Bound<'py, PyAny>,
+) -> Option<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
+    let last = LAST.lock().ok()?;
+    let last = last.as_ref()?;
+    if !(last.dtype.is(dtype) && last.data.is(data_dtype)) {
+        return None;
+    }
+    let py = dtype.py();
+    Some(last.cast.as_ref().map(|(c, t)| (*c, t.bind(py).clone())))
+}
+
+/// Remembers an answer of [`convert`] if nothing can change it while its
+/// two objects live: both are numbers' dtypes (whose kind, size and byte
+/// order are fixed), and `dtype` is a dtype or a type whose attributes
+/// cannot be set (NumPy's own scalar types): any other object (a class
+/// with a `dtype` attribute, a string) is converted each time.
+fn remember(
+    data_dtype: &Bound<'_, PyArrayDescr>,
+    dtype: &Bound<'_, PyAny>,
+    answer: &Option<(Cast, Bound<'_, PyArrayDescr>)>,
+) {
+    let fixed = match dtype.cast::<PyArrayDescr>() {
+        Ok(d) => scalar(d).is_some(),
+        Err(_) => dtype
+            .cast::<PyType>()
+            // SAFETY: reading the flags of a live type object.
+            .is_ok_and(|t| unsafe {
+                pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE
+                    != 0
+            }),
+    };
+    let target_fixed = answer.as_ref().is_none_or(|(_, t)| scalar(t).is_some());
+    if !(fixed && target_fixed && scalar(data_dtype).is_some()) {
+        return;
+    }
+    let new = Last {
+        dtype: dtype.clone().unbind(),
+        data: data_dtype.clone().unbind(),
+        cast: answer.as_ref().map(|(c, t)| (*c, t.clone().unbind())),
+    };
+    // The answer it replaces is dropped after the lock is released: its
+    // objects' last references may go, and nothing runs under the lock.
+    let old = match LAST.lock() {
+        Ok(mut last) => last.replace(new),
+        Err(_) => None,
+    };
+    drop(old);
+}
+
+/// [`cast_to`], worked out.
+fn convert<'py>(
     data_dtype: &Bound<'py, PyArrayDescr>,
     dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Option<(Cast, Bound<'py, PyArrayDescr>)>> {

@@ -161,6 +161,34 @@ def test_no_dtype_or_the_same_dtype_change_nothing() -> None:
         same_bytes(got, data[ids])
 
 
+def test_calls_in_turn_with_other_dtypes_and_tables_each_get_their_own() -> None:
+    """The last answer for a (data dtype, ``dtype=``) pair is reused on the next call: calls
+    alternating tables and targets, by dtype, type, name or a class whose ``dtype`` attribute
+    changes between calls, must each convert as asked."""
+    rng = np.random.default_rng(5)
+    tables = {d: random_bits(d, (9, 3), rng) for d in [np.dtype("f2"), BF16, np.dtype("i1")]}
+    ids = np.array([4, 0, -1, 4])
+
+    class Wide:
+        dtype = np.dtype("f4")
+
+    targets: list[Any] = [np.float32, np.dtype("f8"), "f4", np.float64, Wide]
+    for k in range(40):
+        table = list(tables.values())[k % 3]
+        target = targets[k % 5]
+        if target is Wide:
+            Wide.dtype = np.dtype("f8") if k % 2 else np.dtype("f4")
+        want_dtype = np.dtype(Wide.dtype if target is Wide else target)
+        got = ndgather.gather(table, ids, dtype=target)
+        want = table[ids].astype(want_dtype)
+        assert got.dtype == want_dtype and got.tobytes() == want.tobytes(), (k, table.dtype)
+        assert ndgather.gather(table, ids).dtype == table.dtype
+    # The same class twice in a row, its attribute changed in between.
+    for wide in ("f4", "f8", "f4"):
+        Wide.dtype = np.dtype(wide)
+        assert ndgather.gather(tables[BF16], ids, dtype=Wide).dtype == np.dtype(wide)
+
+
 def test_out_must_be_of_the_dtype_asked_for() -> None:
     data = np.arange(12, dtype=np.float16).reshape(6, 2)
     ids = np.array([5, 0])
