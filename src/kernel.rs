@@ -3,7 +3,7 @@
 //! ([`offsets`](crate::offsets)), then the block's slices are copied
 //! ([`copy`](crate::copy)).
 
-use crate::copy::{copy_block, fence, lookahead};
+use crate::copy::{copy_block, fence, lookahead, prefetch_first};
 use crate::index::IndexElem;
 use crate::offsets::{compute_offsets, prefetch_index_rows, BadRow};
 use crate::plan::Plan;
@@ -82,6 +82,7 @@ pub(crate) unsafe fn copy_rows_at<const ZERO: bool>(
     offsets: &[isize],
     out: &mut [u8],
 ) {
+    prefetch_first::<ZERO>(plan, offsets);
     // SAFETY: the rows of `offsets` occupy `out` (caller).
     unsafe { copy_block::<ZERO>(plan, offsets, offsets.len(), out.as_mut_ptr()) };
     if plan.stream {
@@ -115,6 +116,8 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
     // Rows copied; rows whose offsets are computed; where row `done`'s
     // offset is: rows done..computed wait in offsets[first..].
     let (mut done, mut computed, mut first) = (0, 0, 0);
+    // Whether the first rows' slices are requested (`prefetch_first`).
+    let mut primed = false;
     while done < n {
         let mut pending = computed - done;
         if first + pending + chunk > B {
@@ -137,6 +140,10 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
             pending.saturating_sub(ahead)
         };
         let block = &offsets[first..first + pending];
+        if !primed {
+            prefetch_first::<ZERO>(plan, block);
+            primed = true;
+        }
         // SAFETY: these rows occupy out[done*sb .. (done+count)*sb].
         unsafe { copy_block::<ZERO>(plan, block, count, out.as_mut_ptr().add(done * sb)) };
         first += count;
