@@ -7,8 +7,9 @@ pass: ``np.take(t, ids, axis=0).astype(np.float32)`` (goal: at most 0.5x) and
 
 Shapes: the service batches of ``service.py`` (1 to 4096 random ids, (1M, 128) tables) and
 the rows case of ``compare.py`` (1M random ids into (1M, 64) tables). Every call takes fresh
-ids from a cycle shared by all candidates (``cycle.py``), whose rows add up to at least 4
-times the last-level cache, so rows are not cache-resident. Every round times every
+ids from a cycle shared by all candidates (``cycle.py``), whose rows of the narrow table (the
+fewest bytes) add up to at least 4 times the last-level cache, so rows are not
+cache-resident. Every round times every
 candidate once, in rotating order; medians per call are reported.
 
     python benches/cast.py                   # full run
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,8 @@ from report import (
     save,
     update_doc,
 )
-from timing import calls_per_sample
+from service import llc_bytes
+from timing import calls_per_sample, settle
 
 SOURCES = {
     "float16": np.dtype(np.float16),
@@ -102,7 +103,8 @@ def run_case(
     seed: int,
 ) -> dict[str, Any]:
     rows, width = t["float32"].shape
-    nb = max(2, -(-LLC_TIMES * llc // (batch * width * 4)))
+    # The cycle's rows of the narrow table (the fewest bytes) add up to LLC_TIMES the LLC.
+    nb = max(2, -(-LLC_TIMES * llc // (batch * width * t[narrow].itemsize)))
     rng = np.random.default_rng(seed)
     batches = list(rng.integers(0, rows, size=(nb, batch)))
     cands = candidates(narrow, t, torch)
@@ -135,7 +137,7 @@ def run_case(
     for r in range(rounds):
         shift = r % len(names)
         for n in names[shift:] + names[:shift]:
-            time.sleep(SETTLE_S)
+            settle(SETTLE_S)
             timers[n].timeit(1)
             samples[n].append(timers[n].timeit(per[n]) / per[n])
     for c in cands:
@@ -213,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rounds", type=int, default=None, help="interleaved rounds (default 9, quick 2)"
     )
     p.add_argument("--min-sample-time", type=float, default=0.005)
+    p.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
+    p.add_argument("--batches", help="comma-separated batch sizes (default: all)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--doc", type=Path, help="put the table between its markers here")
     p.add_argument(
@@ -220,11 +224,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 9)
+    if args.doc and (args.sources or args.batches):
+        p.error("--doc records the whole table: not with --sources or --batches")
     try:
         import torch  # type: ignore[import-not-found]
     except ImportError:
         torch = None
-    llc = 1 << 20 if args.quick else 32 << 20
+    llc = 1 << 20 if args.quick else llc_bytes()
     rng = np.random.default_rng(17)
     shapes = (
         [((4096, 128), [1, 8, 64]), ((4096, 64), [4096])]
@@ -239,18 +245,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": command(),
         "rounds": rounds,
         "threads": ndgather.get_num_threads(),
+        "llc_bytes": llc,
+        "llc_times": LLC_TIMES,
         "machine": machine_info(
             {"ndgather": ndgather.__version__, "numpy": np.__version__}
             | ({"torch": torch.__version__} if torch else {})
         ),
         "cases": [],
     }
+    sources = args.sources.split(",") if args.sources else list(SOURCES)
+    wanted = {int(b) for b in args.batches.split(",")} if args.batches else None
     seed = 0
     for shape, batches in shapes:
+        if wanted is not None and not wanted.intersection(batches):
+            continue
         t = tables(*shape, rng)
         for batch in batches:
             for narrow in SOURCES:
-                seed += 1
+                seed += 1  # the same seed for a case whatever is left out
+                if narrow not in sources or (wanted is not None and batch not in wanted):
+                    continue
                 rec = run_case(narrow, t, batch, rounds, llc, args.min_sample_time, torch, seed)
                 results["cases"].append(rec)
                 print(

@@ -74,7 +74,7 @@ from report import (
     update_doc,
 )
 from report import limit as report_limit
-from timing import calls_per_sample
+from timing import calls_per_sample, settle
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
 QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
@@ -313,7 +313,7 @@ def run_case(
     for r in range(rounds):
         shift = r % len(names)
         for n in names[shift:] + names[:shift]:
-            time.sleep(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
+            settle(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
             timers[n].timeit(1)
             samples[n].append(timers[n].timeit(per_sample[n]) / per_sample[n])
     record["phases_s"]["rounds"] = time.perf_counter() - phase
@@ -328,7 +328,7 @@ def run_case(
     for r in range(rounds):
         shift = r % len(cands)
         for c in cands[shift:] + cands[:shift]:
-            time.sleep(SETTLE_S)
+            settle(SETTLE_S)
             c.latencies(cycle, 1)  # untimed: wakes the candidate's threads
             lat[c.name] += c.latencies(cycle, lat_n[c.name])
     record["phases_s"]["latencies"] = time.perf_counter() - phase

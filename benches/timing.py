@@ -13,7 +13,9 @@ decide the tiny cases) are not inflated by a wrapper lambda.
 
 from __future__ import annotations
 
+import os
 import statistics
+import threading
 import time
 import timeit
 from collections.abc import Callable, Mapping
@@ -21,6 +23,43 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CALLS_PER_SAMPLE = 1_000_000
+SETTLE_MAX_S = 0.05  # the longest a settle waits for other threads to stop running
+
+
+def other_threads_running() -> int:
+    """How many threads of this process other than the caller are running or runnable
+    (state ``R`` in ``/proc/self/task``; 0 where that cannot be read)."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    n = 0
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread has just ended
+        # The state follows the command name, which is in parentheses and may hold any byte.
+        if stat[stat.rindex(")") + 2 :].startswith("R"):
+            n += 1
+    return n
+
+
+def settle(min_s: float) -> None:
+    """Pause at least ``min_s``, then until no other thread of the process runs (at most
+    ``SETTLE_MAX_S``). A peer's worker threads keep spinning after its call returns, to
+    catch the next one: PyTorch's OpenMP workers spun for about 8 ms after an
+    ``index_select`` on the 2-core machine, longer than a fixed pause of 2 ms, and the
+    candidate timed next ran on one core (ndgather's 4096-row cast took 1.4-2.4x its time
+    in a quiet process, in the rounds where it followed PyTorch)."""
+    time.sleep(min_s)
+    deadline = time.perf_counter() + SETTLE_MAX_S
+    while other_threads_running() and time.perf_counter() < deadline:
+        time.sleep(0.0005)
 
 
 @dataclass(frozen=True)
@@ -100,7 +139,7 @@ def run_interleaved(
         for name in names[shift:] + names[:shift]:
             timing = timings[name]
             if settle_s:
-                time.sleep(settle_s)
+                settle(settle_s)
                 if timing.calls_per_sample > 1:
                     timers[name].timeit(1)
             elapsed = timers[name].timeit(timing.calls_per_sample)
