@@ -182,13 +182,13 @@ mod tests {
         }
     }
 
-    /// Calls of a few hundred to a few thousand rows from a `data` of more
-    /// than 256 MiB, which prefetch far ahead too (`copy::Ahead`): each
+    /// Calls of a few hundred to a few thousand rows from a `data` of 64 MiB
+    /// or more, which prefetch far ahead too (`copy::Ahead`): each
     /// row's first bytes hold its number, the rest is zeros.
     #[test]
     fn service_sized_calls_from_a_huge_data() {
         let width = 128;
-        let rows = (257 << 20) / width;
+        let rows = (65 << 20) / width;
         let mut data = vec![0u8; rows * width];
         for (r, row) in data.chunks_exact_mut(width).enumerate() {
             row[..8].copy_from_slice(&(r as u64).to_ne_bytes());
