@@ -65,7 +65,7 @@ lint:
 	PYO3_PYTHON=$(PYTHON_EXE) cargo clippy --features python -- -D warnings
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
 	cargo fmt --check --manifest-path benches/floor/Cargo.toml
-	cargo clippy --manifest-path benches/floor/Cargo.toml -- -D warnings
+	cargo clippy --manifest-path benches/floor/Cargo.toml --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches
 	$(PYTHON) -m ruff format --check python tests benches
 	$(PYTHON) -m mypy --strict python/ndgather
@@ -77,9 +77,10 @@ lint:
 test:
 	$(PYTHON) -m pytest tests
 
-## test-rust: the core's tests, without Python
+## test-rust: the core's tests, without Python, and the benchmarks' floor kernels'
 test-rust:
 	cargo test
+	cargo test --release --manifest-path benches/floor/Cargo.toml
 
 ## stress: the stress suite alone
 stress:
