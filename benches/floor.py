@@ -7,8 +7,10 @@ two kernels that do only one half of that:
 
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, from precomputed byte offsets (no index to check or resolve,
-  nothing written), on every thread, with software prefetch some blocks ahead. The prefetch
-  distance, the unrolling, the prefetch hint and the thread count are tuned per case
+  nothing written), on every thread, with software prefetch some blocks ahead; for the
+  cases' block widths in straight-line code compiled for the width (``touch_fixed``), as a
+  gather's copy of a fixed width is (a loop over a block's lines was beaten by the gathers).
+  The prefetch distance, the unrolling, the prefetch hint and the thread count are tuned per case
   (:meth:`ReadFloor.tune`: coordinate descent over :data:`DISTANCES`, :data:`UNROLLS`,
   :data:`HINTS` and 1 or all threads, each setting the best of three runs, until a pass
   changes nothing): the fastest way we found to bring those lines in.
