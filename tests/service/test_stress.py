@@ -22,7 +22,13 @@ from collections.abc import Callable
 import ndgather
 import numpy as np
 import pytest
-from helpers import UNDER_ASAN, make_and_free_large_results, rss_bytes, run_child
+from helpers import (
+    ASAN_FORK_WITH_THREADS,
+    UNDER_ASAN,
+    make_and_free_large_results,
+    rss_bytes,
+    run_child,
+)
 
 pytestmark = pytest.mark.stress
 
@@ -51,13 +57,7 @@ def run_threads(bodies: list[Callable[[], None]], deadline_s: float = DEADLINE_S
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.skipif(
-    UNDER_ASAN,
-    reason="under GCC 12's libasan a forked child hangs now and then (3 runs of this test in "
-    "120, of 12 forks each; 2 CI runs in about 8), never in the plain suite, which runs this "
-    "test; suspected, not yet shown by a backtrace: that libasan does not lock its allocator "
-    "around fork, so a child can inherit it held by a thread that was in malloc",
-)
+@pytest.mark.skipif(UNDER_ASAN, reason=ASAN_FORK_WITH_THREADS)
 def test_forked_children_never_hang_while_threads_resize_the_pool() -> None:
     """Three threads keep changing the thread count (rebuilding the pool under its lock) and
     gathering 13 MB, while the main thread forks children that each run one such gather. A
@@ -170,6 +170,7 @@ def _children_forked_during_a_first_call(setup: str, call: str, processes: int =
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.skipif(UNDER_ASAN, reason=ASAN_FORK_WITH_THREADS)
 def test_children_forked_during_the_first_call_never_hang() -> None:
     """The first call fills one-time cells (NumPy's C API table, the cached
     ``numpy.asarray``); filling one releases the GIL while the cell is marked as being
@@ -182,6 +183,7 @@ def test_children_forked_during_the_first_call_never_hang() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.skipif(UNDER_ASAN, reason=ASAN_FORK_WITH_THREADS)
 def test_children_forked_during_the_first_parallel_call_never_hang() -> None:
     """The first call split over threads (here: the pool off, so no pooled buffer is
     involved) used to register the fork handlers, under a one-time lock; a child forked
