@@ -266,8 +266,6 @@ pub fn touched_chunks(
     let (starts, shape) = bounds(chunk_sizes)?;
     let data = StandIn::new(&shape, 1);
     let plan = plan_on(data.view(), indices, ty, op)?;
-    plan.validate(mode, threads.min(MAX_THREADS))
-        .map_err(|e| relocate(e, whole))?;
     let (rows, b, _) = row_axes(&plan);
     // Index positions only: gather's outer axes choose no chunk of the
     // indexed axes, and the batch axes' chunks are reported with them.
@@ -282,56 +280,101 @@ pub fn touched_chunks(
     let strides = grid_strides(&counts)?;
     let total: u64 = counts.iter().map(|c| c.len() as u64).product();
     let tables = chunk_tables(&starts, starts.len());
-    let mut seen = Seen::new(total);
-    let mut last = None;
-    let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
-    let base = plan
-        .indices
-        .bytes
-        .as_ptr()
-        .wrapping_add(plan.indices.offset);
-    for _ in 0..n {
-        let mut off = 0isize;
-        let mut id = 0u64;
-        let mut at = 0;
-        for (c, a) in coords.iter().zip(&axes) {
-            off += *c as isize * a.index_stride;
-            if let Some(d) = a.data_axis {
-                id += chunk_of(&tables[d], &starts[d], *c) as u64 * strides[at];
-                at += 1;
+    // The scan checks every index as it resolves it: the indices are read
+    // once. Only when one is bad does the plan's own check run, for the
+    // one-shot function's error (the first bad index in C order).
+    let threads = threads.min(MAX_THREADS);
+    let (seen, bad) = with_index_type!(ty, T => {
+        // The chunks read by index positions `start..start + count` (C
+        // order), and whether one of them addresses nothing outside mode
+        // "zero".
+        let scan = |start: usize, count: usize| -> (Seen, bool) {
+            let mut seen = Seen::new(total);
+            if count == 0 {
+                return (seen, false); // an empty axis: no position to start from
             }
-        }
-        let mut inside = true;
-        for (j, t) in plan.tuple.iter().enumerate() {
-            // SAFETY: `coords` is an in-range position of `indices` and `j`
-            // a place in its tuple: inside its bytes by the checked-view
-            // invariant (b) (the plan checked `indices`).
-            let v = with_index_type!(ty, T => unsafe {
-                T::load(base.offset(off + j as isize * plan.tuple_stride))
-            });
-            let r = if mode == Mode::Clip {
-                resolve::<true>(v, t.size, plan.wrap_negative)
-            } else {
-                resolve::<false>(v, t.size, plan.wrap_negative)
-            };
-            match r {
-                Some(p) => {
-                    id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64 * strides[b + j]
+            let base = plan
+                .indices
+                .bytes
+                .as_ptr()
+                .wrapping_add(plan.indices.offset);
+            let mut last = None;
+            let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
+            let mut rest = start;
+            for (c, a) in coords.iter_mut().zip(&axes).rev() {
+                *c = rest % a.size;
+                rest /= a.size;
+            }
+            for _ in 0..count {
+                let mut off = 0isize;
+                let mut id = 0u64;
+                let mut at = 0;
+                for (c, a) in coords.iter().zip(&axes) {
+                    off += *c as isize * a.index_stride;
+                    if let Some(d) = a.data_axis {
+                        id += chunk_of(&tables[d], &starts[d], *c) as u64 * strides[at];
+                        at += 1;
+                    }
                 }
-                None => inside = false, // mode "zero": reads nothing
+                let mut inside = true;
+                for (j, t) in plan.tuple.iter().enumerate() {
+                    // SAFETY: `coords` is an in-range position of `indices`
+                    // and `j` a place in its tuple: inside its bytes by the
+                    // checked-view invariant (b) (the plan checked
+                    // `indices`).
+                    let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
+                    let r = if mode == Mode::Clip {
+                        resolve::<true>(v, t.size, plan.wrap_negative)
+                    } else {
+                        resolve::<false>(v, t.size, plan.wrap_negative)
+                    };
+                    match r {
+                        Some(p) => {
+                            id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
+                                * strides[b + j]
+                        }
+                        None if mode == Mode::Zero => inside = false, // reads nothing
+                        None => return (seen, true),
+                    }
+                }
+                if inside && last != Some(id) {
+                    seen.insert(id);
+                    last = Some(id);
+                }
+                for (c, a) in coords.iter_mut().zip(&axes).rev() {
+                    *c += 1;
+                    if *c < a.size {
+                        break;
+                    }
+                    *c = 0;
+                }
             }
+            (seen, false)
+        };
+        // Long index lists are scanned in parts on the worker threads, each
+        // part into a set of its own, merged after (2M points in 4 blocks:
+        // 25 ms on one thread, by benches/dask_gather.py's case).
+        if threads <= 1 || n < SCAN_PARALLEL_MIN {
+            scan(0, n)
+        } else {
+            let per_task = n.div_ceil(threads * 4).max(SCAN_PARALLEL_MIN / 4);
+            let merged = Mutex::new((Seen::new(total), false));
+            for_each_task(threads, n.div_ceil(per_task), &|t| {
+                let start = t * per_task;
+                let (part, bad) = scan(start, per_task.min(n - start));
+                let mut m = merged.lock().unwrap_or_else(|e| e.into_inner());
+                m.0.merge(part);
+                m.1 |= bad;
+            });
+            merged.into_inner().unwrap_or_else(|e| e.into_inner())
         }
-        if inside && last != Some(id) {
-            seen.insert(id);
-            last = Some(id);
-        }
-        for (c, a) in coords.iter_mut().zip(&axes).rev() {
-            *c += 1;
-            if *c < a.size {
-                break;
-            }
-            *c = 0;
-        }
+    });
+    if bad {
+        plan.validate(mode, threads)
+            .map_err(|e| relocate(e, whole))?;
+        // The check found nothing the scan found: another thread changed
+        // the indices meanwhile.
+        return Err(GatherError::IndicesModified);
     }
     Ok(seen
         .sorted()
@@ -345,6 +388,13 @@ pub fn touched_chunks(
         })
         .collect())
 }
+
+/// Index lists at least this long are scanned on several threads (in
+/// tests, a few: the random cases take both ways).
+#[cfg(not(test))]
+const SCAN_PARALLEL_MIN: usize = 1 << 16;
+#[cfg(test)]
+const SCAN_PARALLEL_MIN: usize = 8;
 
 /// Grids up to this many chunks count touched ones in a bitmap (in tests,
 /// a few: the random cases take both ways).
@@ -375,6 +425,23 @@ impl Seen {
             Seen::Bits(bits) => bits[(id / 64) as usize] |= 1 << (id % 64),
             Seen::Hashed(set) => {
                 set.insert(id);
+            }
+        }
+    }
+
+    /// Adds every chunk of `other` (a set over the same grid).
+    fn merge(&mut self, other: Seen) {
+        match (self, other) {
+            (Seen::Bits(mine), Seen::Bits(theirs)) => {
+                for (m, t) in mine.iter_mut().zip(theirs) {
+                    *m |= t;
+                }
+            }
+            (Seen::Hashed(mine), Seen::Hashed(theirs)) => mine.extend(theirs),
+            (mine, theirs) => {
+                for id in theirs.sorted() {
+                    mine.insert(id);
+                }
             }
         }
     }

@@ -287,6 +287,9 @@ fn chunked_equals_one_shot_on_the_whole() {
             assert!(want.is_err());
             continue;
         };
+        // Scanned in parts on several threads: the same set as on one.
+        let alone = touched_chunks(&sizes, idx, IndexType::I64, c.op, mode, None, 1);
+        assert_eq!(alone.as_ref(), Ok(&touched), "round {round}");
         let layout = chunked_layout(&c.shape, ITEM, &c.idx_shape, IndexType::I64, c.op).unwrap();
         let dims: Vec<usize> = (0..layout.batch_dims)
             .chain(layout.indexed.iter().copied())
