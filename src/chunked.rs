@@ -284,6 +284,8 @@ pub fn touched_chunks(
     // once. Only when one is bad does the plan's own check run, for the
     // one-shot function's error (the first bad index in C order).
     let threads = threads.min(MAX_THREADS);
+    // A flat list of tuples (no batch axes): the scan needs no coordinates.
+    let flat = b == 0 && matches!(axes.as_slice(), [a] if a.data_axis.is_none());
     let (seen, bad) = with_index_type!(ty, T => {
         // The chunks read by index positions `start..start + count` (C
         // order), and whether one of them addresses nothing outside mode
@@ -298,6 +300,52 @@ pub fn touched_chunks(
                 .bytes
                 .as_ptr()
                 .wrapping_add(plan.indices.offset);
+            if let (true, Seen::Bits(bits)) = (flat, &mut seen) {
+                // A flat list of tuples: position `r` is `r` tuples in.
+                let stride = axes[0].index_stride;
+                // A grid of up to 64 chunks is marked in a register: marking
+                // the same word in memory on every tuple chains each tuple to
+                // the last through a store (512k points in a 4x4 grid: 4.4
+                // -> 3.9 ms on one thread, 3.2 -> 2.3 ms on two).
+                let mut word = 0u64;
+                let small = total <= 64;
+                for r in start..start + count {
+                    let off = r as isize * stride;
+                    let mut id = 0u64;
+                    let mut inside = true;
+                    for (j, t) in plan.tuple.iter().enumerate() {
+                        // SAFETY: `r` is an in-range position of `indices`
+                        // and `j` a place in its tuple (as below).
+                        let v = unsafe {
+                            T::load(base.offset(off + j as isize * plan.tuple_stride))
+                        };
+                        let at = if mode == Mode::Clip {
+                            resolve::<true>(v, t.size, plan.wrap_negative)
+                        } else {
+                            resolve::<false>(v, t.size, plan.wrap_negative)
+                        };
+                        match at {
+                            Some(p) => {
+                                id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
+                                    * strides[j]
+                            }
+                            None if mode == Mode::Zero => inside = false,
+                            None => return (Seen::new(total), true),
+                        }
+                    }
+                    if inside {
+                        if small {
+                            word |= 1 << id;
+                        } else {
+                            bits[(id / 64) as usize] |= 1 << (id % 64);
+                        }
+                    }
+                }
+                if small && !bits.is_empty() {
+                    bits[0] |= word;
+                }
+                return (seen, false);
+            }
             let mut last = None;
             let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
             let mut rest = start;

@@ -304,6 +304,22 @@ fn chunked_equals_one_shot_on_the_whole() {
             want,
             "round {round} (touched only)"
         );
+        // And no more than those: without any one of them, the gather
+        // reads a chunk it was not given.
+        if want.as_ref().is_ok_and(|o| !o.is_empty()) {
+            for left_out in &touched {
+                let keep_but = |coords: &[usize]| {
+                    keep(coords) && !left_out.iter().zip(&dims).all(|(&v, &d)| coords[d] == v)
+                };
+                assert!(
+                    matches!(
+                        run(&c, &sizes, &keep_but, mode, threads),
+                        Err(GatherError::InvalidArgument(_))
+                    ),
+                    "round {round}: chunk {left_out:?} is touched but not read"
+                );
+            }
+        }
     }
     assert!(compared > 1000, "{compared}");
 }
