@@ -300,6 +300,33 @@ pub fn touched_chunks(
                 .bytes
                 .as_ptr()
                 .wrapping_add(plan.indices.offset);
+            // What the tuple at byte `off` of `indices` adds to its chunk's
+            // number; `Ok(None)` when it reads nothing (mode "zero"), `Err`
+            // when it addresses nothing.
+            let tuple_part = |off: isize| -> std::result::Result<Option<u64>, ()> {
+                let mut id = 0u64;
+                for (j, t) in plan.tuple.iter().enumerate() {
+                    // SAFETY: the callers pass the offset of an in-range
+                    // position of `indices`, and `j` is a place in its tuple:
+                    // inside its bytes by the checked-view invariant (b) (the
+                    // plan checked `indices`).
+                    let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
+                    let at = if mode == Mode::Clip {
+                        resolve::<true>(v, t.size, plan.wrap_negative)
+                    } else {
+                        resolve::<false>(v, t.size, plan.wrap_negative)
+                    };
+                    match at {
+                        Some(p) => {
+                            id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
+                                * strides[b + j]
+                        }
+                        None if mode == Mode::Zero => return Ok(None),
+                        None => return Err(()),
+                    }
+                }
+                Ok(Some(id))
+            };
             if let (true, Seen::Bits(bits)) = (flat, &mut seen) {
                 // A flat list of tuples: position `r` is `r` tuples in.
                 let stride = axes[0].index_stride;
@@ -310,35 +337,11 @@ pub fn touched_chunks(
                 let mut word = 0u64;
                 let small = total <= 64;
                 for r in start..start + count {
-                    let off = r as isize * stride;
-                    let mut id = 0u64;
-                    let mut inside = true;
-                    for (j, t) in plan.tuple.iter().enumerate() {
-                        // SAFETY: `r` is an in-range position of `indices`
-                        // and `j` a place in its tuple (as below).
-                        let v = unsafe {
-                            T::load(base.offset(off + j as isize * plan.tuple_stride))
-                        };
-                        let at = if mode == Mode::Clip {
-                            resolve::<true>(v, t.size, plan.wrap_negative)
-                        } else {
-                            resolve::<false>(v, t.size, plan.wrap_negative)
-                        };
-                        match at {
-                            Some(p) => {
-                                id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
-                                    * strides[j]
-                            }
-                            None if mode == Mode::Zero => inside = false,
-                            None => return (Seen::new(total), true),
-                        }
-                    }
-                    if inside {
-                        if small {
-                            word |= 1 << id;
-                        } else {
-                            bits[(id / 64) as usize] |= 1 << (id % 64);
-                        }
+                    match tuple_part(r as isize * stride) {
+                        Ok(Some(id)) if small => word |= 1 << id,
+                        Ok(Some(id)) => bits[(id / 64) as usize] |= 1 << (id % 64),
+                        Ok(None) => {}
+                        Err(()) => return (Seen::new(total), true),
                     }
                 }
                 if small && !bits.is_empty() {
@@ -364,30 +367,13 @@ pub fn touched_chunks(
                         at += 1;
                     }
                 }
-                let mut inside = true;
-                for (j, t) in plan.tuple.iter().enumerate() {
-                    // SAFETY: `coords` is an in-range position of `indices`
-                    // and `j` a place in its tuple: inside its bytes by the
-                    // checked-view invariant (b) (the plan checked
-                    // `indices`).
-                    let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
-                    let r = if mode == Mode::Clip {
-                        resolve::<true>(v, t.size, plan.wrap_negative)
-                    } else {
-                        resolve::<false>(v, t.size, plan.wrap_negative)
-                    };
-                    match r {
-                        Some(p) => {
-                            id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
-                                * strides[b + j]
-                        }
-                        None if mode == Mode::Zero => inside = false, // reads nothing
-                        None => return (seen, true),
+                match tuple_part(off) {
+                    Ok(Some(part)) if last != Some(id + part) => {
+                        seen.insert(id + part);
+                        last = Some(id + part);
                     }
-                }
-                if inside && last != Some(id) {
-                    seen.insert(id);
-                    last = Some(id);
+                    Ok(_) => {}
+                    Err(()) => return (seen, true),
                 }
                 for (c, a) in coords.iter_mut().zip(&axes).rev() {
                     *c += 1;
@@ -1104,22 +1090,7 @@ fn prefetch(p: *const u8) {
 unsafe fn copy_slice(src: *const u8, layout: &SliceLayout, dst: &mut [u8]) {
     match layout {
         // SAFETY: forwarded from the caller; `dst` is the slice's length.
-        // The common element sizes as one move each, not a call to memcpy.
-        SliceLayout::Contiguous { bytes } => unsafe {
-            let d = dst.as_mut_ptr();
-            match *bytes {
-                4 => d
-                    .cast::<u32>()
-                    .write_unaligned(src.cast::<u32>().read_unaligned()),
-                8 => d
-                    .cast::<u64>()
-                    .write_unaligned(src.cast::<u64>().read_unaligned()),
-                2 => d
-                    .cast::<u16>()
-                    .write_unaligned(src.cast::<u16>().read_unaligned()),
-                n => std::ptr::copy_nonoverlapping(src, d, n),
-            }
-        },
+        SliceLayout::Contiguous { .. } => unsafe { copy_contiguous(src, dst) },
         SliceLayout::Strided { run, outer } => {
             let mut coords: SmallVec<[usize; 4]> = smallvec::smallvec![0; outer.len()];
             for part in dst.chunks_exact_mut(*run) {
