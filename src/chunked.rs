@@ -295,11 +295,7 @@ pub fn touched_chunks(
             if count == 0 {
                 return (seen, false); // an empty axis: no position to start from
             }
-            let base = plan
-                .indices
-                .bytes
-                .as_ptr()
-                .wrapping_add(plan.indices.offset);
+            let base = plan.indices.first();
             // What the tuple at byte `off` of `indices` adds to its chunk's
             // number; `Ok(None)` when it reads nothing (mode "zero"), `Err`
             // when it addresses nothing.
@@ -833,11 +829,7 @@ impl Walk<'_, '_> {
         row: usize,
     ) -> std::result::Result<(*const u8, u32), Stop> {
         let plan = self.plan;
-        let base = plan
-            .indices
-            .bytes
-            .as_ptr()
-            .wrapping_add(plan.indices.offset);
+        let base = plan.indices.first();
         let mut off = 0isize;
         for (c, a) in coords.iter().zip(self.rows) {
             off += *c as isize * a.index_stride;
@@ -892,12 +884,7 @@ impl Walk<'_, '_> {
         // ready_chunks checked against the view's shape), and the slice
         // walks the rest whole, so every byte the copy reads from here lies
         // inside the chunk's bytes by the checked-view invariant (b).
-        let src = chunk
-            .view
-            .bytes
-            .as_ptr()
-            .wrapping_add(chunk.view.offset)
-            .wrapping_offset(at);
+        let src = chunk.view.first().wrapping_offset(at);
         let mut line = 0;
         while line < self.prefetch_bytes {
             prefetch(src.wrapping_add(line));
@@ -923,9 +910,8 @@ struct Flat<'w, 'p, 'a> {
     index_stride: isize,
     /// Tuple length: the leading axes of `data` the indices address.
     k: usize,
-    /// Per chunk in `ready`: its bytes, where its first element lies in
-    /// them, and its strides on the leading axes.
-    chunks: Vec<(&'a [u8], usize, [isize; FLAT_MAX_AXES])>,
+    /// Per chunk in `ready`: its strides on the leading axes.
+    strides: Vec<[isize; FLAT_MAX_AXES]>,
     dense: &'p [u32],
 }
 
@@ -943,20 +929,20 @@ impl<'w, 'p, 'a> Flat<'w, 'p, 'a> {
         if !flat_rows || !leading || !contiguous || k > FLAT_MAX_AXES || walk.slice_start != k {
             return None;
         }
-        let chunks = walk
+        let strides = walk
             .ready
             .iter()
             .map(|r| {
                 let mut strides = [0isize; FLAT_MAX_AXES];
                 strides[..k].copy_from_slice(&r.view.strides[..k]);
-                (r.view.bytes, r.view.offset, strides)
+                strides
             })
             .collect();
         Some(Flat {
             walk,
             index_stride: walk.rows[0].index_stride,
             k,
-            chunks,
+            strides,
             dense: walk.dense?,
         })
     }
@@ -970,11 +956,7 @@ impl<'w, 'p, 'a> Flat<'w, 'p, 'a> {
     ) -> std::result::Result<(), Stop> {
         let w = self.walk;
         let plan = w.plan;
-        let base = plan
-            .indices
-            .bytes
-            .as_ptr()
-            .wrapping_add(plan.indices.offset);
+        let base = plan.indices.first();
         let mut sources = [(std::ptr::null::<u8>(), ZERO_ROW); BLOCK];
         let mut row = start;
         for part in out.chunks_mut(BLOCK * w.row_bytes) {
@@ -1014,12 +996,12 @@ impl<'w, 'p, 'a> Flat<'w, 'p, 'a> {
                         which.resize(w.starts.len(), 0);
                         return Err(Stop::Missing(row, which));
                     }
-                    let (bytes, first, strides) = &self.chunks[at as usize];
+                    let strides = &self.strides[at as usize];
                     let offset: isize = (0..self.k).map(|j| local[j] as isize * strides[j]).sum();
                     // In bounds as in `Walk::source`: `local` is an in-range
                     // position of the chunk on its leading axes, and the
                     // contiguous slice from there lies inside its bytes.
-                    let src = bytes.as_ptr().wrapping_add(*first).wrapping_offset(offset);
+                    let src = w.ready[at as usize].view.first().wrapping_offset(offset);
                     let mut line = 0;
                     while line < w.prefetch_bytes {
                         prefetch(src.wrapping_add(line));

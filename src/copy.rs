@@ -118,7 +118,7 @@ pub(crate) fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize
     }
     let ahead = Ahead::of(plan);
     // Only an address for the hint: wrapping arithmetic, nothing is read.
-    let src = plan.data.bytes.as_ptr().wrapping_add(plan.data.offset);
+    let src = plan.data.first();
     for &off in offsets.iter().take(ahead.rows) {
         prefetch::<ZERO>(src, off, bytes, ahead.far);
     }

@@ -64,6 +64,14 @@ pub fn span(shape: &[usize], strides: &[isize], itemsize: usize) -> Option<(isiz
 }
 
 impl<'a> ArrayView<'a> {
+    /// The address of element `[0, ..., 0]`, from which the strides count
+    /// (a plain address: reading through it needs the checked-view
+    /// invariant).
+    #[inline(always)]
+    pub(crate) fn first(&self) -> *const u8 {
+        self.bytes.as_ptr().wrapping_add(self.offset)
+    }
+
     /// Establishes the checked-view invariant (see [`ArrayView`]): every
     /// element of the view lies inside `bytes`, so the kernels may index it
     /// without further bounds checks, and `offset` lies within `bytes` (or

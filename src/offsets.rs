@@ -132,9 +132,7 @@ pub(crate) fn prefetch_index_rows(plan: &Plan<'_>, od: &Odometer, skip: usize, r
         };
         let base = plan
             .indices
-            .bytes
-            .as_ptr()
-            .wrapping_add(plan.indices.offset)
+            .first()
             .wrapping_offset(od.index_off)
             .wrapping_add(skip.wrapping_mul(stride));
         let mut line = 0;
