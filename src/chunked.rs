@@ -24,6 +24,9 @@ use crate::offsets::resolve;
 use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
 
+mod flat;
+use flat::{tuple_axes, Flat, Tuples, TABLE_MAX};
+
 /// Where the array and the indices of a call lie in larger ones, so that an
 /// out-of-range index is reported as the one-shot gather on those would:
 /// its position moved by `index_offset` (one entry per axis of `indices`
@@ -285,7 +288,22 @@ pub fn touched_chunks(
     // one-shot function's error (the first bad index in C order).
     let threads = threads.min(MAX_THREADS);
     // A flat list of tuples (no batch axes): the scan needs no coordinates.
-    let flat = b == 0 && matches!(axes.as_slice(), [a] if a.data_axis.is_none());
+    let flat = (b == 0 && matches!(axes.as_slice(), [a] if a.data_axis.is_none()))
+        .then(|| {
+            let each = plan
+                .tuple
+                .iter()
+                .enumerate()
+                .map(|(j, t)| (t.axis, strides[j]));
+            tuple_axes(&starts, each, total)
+        })
+        .flatten();
+    let tuples = Tuples {
+        base: plan.indices.first(),
+        stride: axes.first().map_or(0, |a| a.index_stride),
+        tuple_stride: plan.tuple_stride,
+        wrap: plan.wrap_negative,
+    };
     let (seen, bad) = with_index_type!(ty, T => {
         // The chunks read by index positions `start..start + count` (C
         // order), and whether one of them addresses nothing outside mode
@@ -323,27 +341,13 @@ pub fn touched_chunks(
                 }
                 Ok(Some(id))
             };
-            if let (true, Seen::Bits(bits)) = (flat, &mut seen) {
-                // A flat list of tuples: position `r` is `r` tuples in.
-                let stride = axes[0].index_stride;
-                // A grid of up to 64 chunks is marked in a register: marking
-                // the same word in memory on every tuple chains each tuple to
-                // the last through a store (512k points in a 4x4 grid: 4.4
-                // -> 3.9 ms on one thread, 3.2 -> 2.3 ms on two).
-                let mut word = 0u64;
-                let small = total <= 64;
-                for r in start..start + count {
-                    match tuple_part(r as isize * stride) {
-                        Ok(Some(id)) if small => word |= 1 << id,
-                        Ok(Some(id)) => bits[(id / 64) as usize] |= 1 << (id % 64),
-                        Ok(None) => {}
-                        Err(()) => return (Seen::new(total), true),
-                    }
-                }
-                if small && !bits.is_empty() {
-                    bits[0] |= word;
-                }
-                return (seen, false);
+            if let (Some(axes), Seen::Bits(bits)) = (&flat, &mut seen) {
+                // SAFETY: `start..start + count` are positions of the
+                // checked indices, each a tuple (`flat`).
+                return match unsafe { flat::scan::<T>(&tuples, axes, mode, start..start + count, bits) } {
+                    Ok(()) => (seen, false),
+                    Err(()) => (Seen::new(total), true),
+                };
             }
             let mut last = None;
             let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
@@ -564,7 +568,7 @@ pub fn gather_chunks(
         dense: dense.as_deref(),
         prefetch_bytes: row_bytes.min(PREFETCH_MAX),
     };
-    let flat = Flat::new(&walk);
+    let flat = flat_gather(&walk, &strides);
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let cost = plan
@@ -630,6 +634,36 @@ pub fn gather_chunks(
         )));
     }
     Err(GatherError::IndicesModified)
+}
+
+/// The flat gather of `walk`, if its call has that shape (see [`Flat`]): a
+/// flat list of tuples over the leading axes of `data`, in a grid small
+/// enough for the dense table.
+fn flat_gather<'p>(walk: &Walk<'p, '_>, grid_strides: &[u64]) -> Option<Flat<'p>> {
+    let plan = walk.plan;
+    let k = plan.tuple.len();
+    let flat_rows = matches!(walk.rows, [r] if r.data_axis.is_none());
+    let leading = plan.tuple.iter().enumerate().all(|(j, t)| t.axis == j);
+    if !flat_rows || !leading || walk.slice_start != k {
+        return None;
+    }
+    let total: u64 = walk.starts.iter().map(|s| (s.len() - 1) as u64).product();
+    let axes = tuple_axes(walk.starts, (0..k).map(|j| (j, grid_strides[j])), total)?;
+    let tuples = Tuples {
+        base: plan.indices.first(),
+        stride: walk.rows[0].index_stride,
+        tuple_stride: plan.tuple_stride,
+        wrap: plan.wrap_negative,
+    };
+    Flat::new(
+        tuples,
+        axes,
+        walk.ready,
+        walk.dense?,
+        walk.starts,
+        grid_strides,
+        walk.row_bytes,
+    )
 }
 
 /// The output's base address, shared by tasks that fill disjoint parts.
@@ -747,12 +781,6 @@ struct Walk<'p, 'a> {
     prefetch_bytes: usize,
 }
 
-/// Axes up to this long find a position's chunk in a table (in tests, a
-/// few: the random cases take both ways).
-#[cfg(not(test))]
-const TABLE_MAX: usize = 1 << 16;
-#[cfg(test)]
-const TABLE_MAX: usize = 3;
 /// Grids up to this many chunks find a chunk's place in a table.
 #[cfg(not(test))]
 const DENSE_MAX: u64 = 1 << 16;
@@ -891,138 +919,6 @@ impl Walk<'_, '_> {
             line += 64;
         }
         Ok((src, k as u32))
-    }
-}
-
-/// At most this many index axes take the [`Flat`] path.
-const FLAT_MAX_AXES: usize = 4;
-
-/// The common shape of a chunked gather, walked with no per-row
-/// generality: a flat list of index tuples (no batch axes, no outer axes of
-/// gather), the tuple's axes the leading axes of `data` in order, every
-/// chunk's slice contiguous, and a grid small enough for the dense table.
-/// Each row's source is then a few loads and multiplies: by callgrind, 2-D
-/// points cost 323 instructions a row in [`Walk::copy`] (its coordinate
-/// vectors, and the general slice copy), against 9 in the one-shot gather.
-struct Flat<'w, 'p, 'a> {
-    walk: &'w Walk<'p, 'a>,
-    /// The stride of consecutive tuples in `indices`, in bytes.
-    index_stride: isize,
-    /// Tuple length: the leading axes of `data` the indices address.
-    k: usize,
-    /// Per chunk in `ready`: its strides on the leading axes.
-    strides: Vec<[isize; FLAT_MAX_AXES]>,
-    dense: &'p [u32],
-}
-
-impl<'w, 'p, 'a> Flat<'w, 'p, 'a> {
-    /// The flat walk of `walk`, if its gather has that shape.
-    fn new(walk: &'w Walk<'p, 'a>) -> Option<Self> {
-        let plan = walk.plan;
-        let k = plan.tuple.len();
-        let flat_rows = matches!(walk.rows, [r] if r.data_axis.is_none());
-        let leading = plan.tuple.iter().enumerate().all(|(j, t)| t.axis == j);
-        let contiguous = walk
-            .ready
-            .iter()
-            .all(|r| matches!(r.slice, SliceLayout::Contiguous { .. }));
-        if !flat_rows || !leading || !contiguous || k > FLAT_MAX_AXES || walk.slice_start != k {
-            return None;
-        }
-        let strides = walk
-            .ready
-            .iter()
-            .map(|r| {
-                let mut strides = [0isize; FLAT_MAX_AXES];
-                strides[..k].copy_from_slice(&r.view.strides[..k]);
-                strides
-            })
-            .collect();
-        Some(Flat {
-            walk,
-            index_stride: walk.rows[0].index_stride,
-            k,
-            strides,
-            dense: walk.dense?,
-        })
-    }
-
-    /// [`Walk::copy`] for this shape: rows `start..` into `out`, block by
-    /// block, the rows' sources first (prefetched), then the copies.
-    fn copy<T: IndexElem, const CLIP: bool, const ZERO: bool>(
-        &self,
-        start: usize,
-        out: &mut [u8],
-    ) -> std::result::Result<(), Stop> {
-        let w = self.walk;
-        let plan = w.plan;
-        let base = plan.indices.first();
-        let mut sources = [(std::ptr::null::<u8>(), ZERO_ROW); BLOCK];
-        let mut row = start;
-        for part in out.chunks_mut(BLOCK * w.row_bytes) {
-            let n = part.len() / w.row_bytes;
-            for source in &mut sources[..n] {
-                let off = row as isize * self.index_stride;
-                let mut id = 0u64;
-                let mut pos = [0usize; FLAT_MAX_AXES];
-                let mut local = [0usize; FLAT_MAX_AXES];
-                let mut zero = false;
-                for j in 0..self.k {
-                    // SAFETY: `row` is an in-range row and `j` a place in its
-                    // tuple: inside the indices' bytes by the checked-view
-                    // invariant (b) (the plan checked `indices`).
-                    let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
-                    let p = match resolve::<CLIP>(v, plan.tuple[j].size, plan.wrap_negative) {
-                        Some(p) => p,
-                        None if ZERO => {
-                            zero = true;
-                            break;
-                        }
-                        None => return Err(Stop::Bad),
-                    };
-                    let c = chunk_of(&w.tables[j], &w.starts[j], p);
-                    id += c as u64 * w.grid_strides[j];
-                    pos[j] = p;
-                    local[j] = p - w.starts[j][c];
-                }
-                *source = if zero {
-                    (std::ptr::null(), ZERO_ROW)
-                } else {
-                    let at = self.dense[id as usize];
-                    if at == ZERO_ROW {
-                        let mut which: Vec<usize> = (0..self.k)
-                            .map(|j| locate(&w.starts[j], pos[j]).0)
-                            .collect();
-                        which.resize(w.starts.len(), 0);
-                        return Err(Stop::Missing(row, which));
-                    }
-                    let strides = &self.strides[at as usize];
-                    let offset: isize = (0..self.k).map(|j| local[j] as isize * strides[j]).sum();
-                    // In bounds as in `Walk::source`: `local` is an in-range
-                    // position of the chunk on its leading axes, and the
-                    // contiguous slice from there lies inside its bytes.
-                    let src = w.ready[at as usize].view.first().wrapping_offset(offset);
-                    let mut line = 0;
-                    while line < w.prefetch_bytes {
-                        prefetch(src.wrapping_add(line));
-                        line += 64;
-                    }
-                    (src, at)
-                };
-                row += 1;
-            }
-            for (&(src, at), dst) in sources[..n].iter().zip(part.chunks_exact_mut(w.row_bytes)) {
-                if at == ZERO_ROW {
-                    dst.fill(0);
-                } else {
-                    // SAFETY: `src` starts a contiguous slice of `row_bytes`
-                    // inside its chunk (above); `dst` is one output row, and
-                    // the output overlaps no chunk (caller).
-                    unsafe { copy_contiguous(src, dst) };
-                }
-            }
-        }
-        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 /// interleaved A/B, 32 to 256 lines): 64 to 256 were even within the noise
 /// and all better than 32; 128 matches the distance the benchmarks' read
 /// floor finds best for points and 256-512 byte rows (benches/floor.py).
-const PREFETCH_LINES: usize = 128;
+pub(crate) const PREFETCH_LINES: usize = 128;
 
 /// Lines in flight for the other calls, prefetched to L1 (the kernel as it
 /// was before long calls had their own). A short call (a few thousand

@@ -1,0 +1,389 @@
+//! The common shape of a chunked gather, with no per-row generality: a
+//! flat list of index tuples (no batch axes, no outer axes of gather) over
+//! the leading axes of `data`, each axis short enough for a table of its
+//! chunks, and at most [`FLAT_MAX_AXES`] of them. The tuple length is then a
+//! constant of the loops (unrolled), every position's chunk is one load
+//! that already holds its share of the chunk's number, and a chunk's
+//! address is one base and its strides: each row costs a few loads and
+//! multiplies, in the scan that finds the touched chunks as in the gather.
+//!
+//! By callgrind, 2-D points cost 323 instructions a row in the general walk
+//! (`Walk::copy`), against 9 in the one-shot gather; a first flat walk with
+//! the tuple length as a run-time value still took about twice the one-shot
+//! gather's time.
+
+use std::ops::Range;
+
+use super::{locate, Bounds, Ready, Stop, ZERO_ROW};
+use crate::copy::{prefetch, PREFETCH_LINES};
+use crate::index::IndexElem;
+use crate::layout::SliceLayout;
+use crate::mode::Mode;
+use crate::offsets::resolve;
+
+/// At most this many index axes take the flat loops.
+pub(super) const FLAT_MAX_AXES: usize = 4;
+
+/// Axes up to this long find a position's chunk in a table (in tests, a
+/// few: the random cases take the flat loops and the general ones).
+#[cfg(not(test))]
+pub(super) const TABLE_MAX: usize = 1 << 16;
+#[cfg(test)]
+pub(super) const TABLE_MAX: usize = 3;
+
+/// Where the tuples are: tuple `r` starts `r * stride` bytes after `base`,
+/// its entries `tuple_stride` apart.
+#[derive(Clone, Copy)]
+pub(super) struct Tuples {
+    pub(super) base: *const u8,
+    pub(super) stride: isize,
+    pub(super) tuple_stride: isize,
+    /// Whether negative indices count from the end.
+    pub(super) wrap: bool,
+}
+
+// SAFETY: `base` is the address of a checked indices view that the caller
+// borrows (shared, read-only) while the loops run; reading it from several
+// threads is what the view allows.
+unsafe impl Sync for Tuples {}
+
+/// One axis a tuple addresses.
+pub(super) struct TupleAxis {
+    /// Its length, which the indices are resolved against.
+    size: usize,
+    /// Per position, what its chunk adds to the chunk's number in the grid.
+    ids: Vec<u32>,
+}
+
+/// The tuple axes as the flat loops read them: `axes` are the data axes in
+/// tuple order with the grid stride of each, in chunks. `None` when an axis
+/// is longer than [`TABLE_MAX`], there are more than [`FLAT_MAX_AXES`], or
+/// a chunk's number does not fit 32 bits.
+pub(super) fn tuple_axes(
+    starts: &Bounds,
+    axes: impl ExactSizeIterator<Item = (usize, u64)>,
+    total: u64,
+) -> Option<Vec<TupleAxis>> {
+    if axes.len() == 0 || axes.len() > FLAT_MAX_AXES || total > u64::from(u32::MAX) {
+        return None;
+    }
+    axes.map(|(a, grid_stride)| {
+        let st = &starts[a];
+        let size = st[st.len() - 1];
+        (size <= TABLE_MAX).then(|| {
+            let mut ids = vec![0u32; size];
+            for (c, w) in st.windows(2).enumerate() {
+                // Fits: c * grid_stride < total <= u32::MAX.
+                ids[w[0]..w[1]].fill((c as u64 * grid_stride) as u32);
+            }
+            TupleAxis { size, ids }
+        })
+    })
+    .collect()
+}
+
+/// The chunk number of tuple `r` and its resolved positions; `Ok(None)`
+/// when it reads nothing (mode "zero"), `Err` when it addresses nothing.
+///
+/// # Safety
+/// `r` is a tuple of `at` (in range of the checked `indices` view).
+#[inline(always)]
+unsafe fn resolve_tuple<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+    at: &Tuples,
+    axes: &[TupleAxis; K],
+    r: usize,
+) -> Result<Option<(u32, [usize; K])>, ()> {
+    let off = r as isize * at.stride;
+    let mut id = 0u32;
+    let mut pos = [0usize; K];
+    for j in 0..K {
+        // SAFETY: tuple `r` is in range and `j` a place in it (caller): inside
+        // the indices' bytes by the checked-view invariant (b).
+        let v = unsafe { T::load(at.base.offset(off + j as isize * at.tuple_stride)) };
+        match resolve::<CLIP>(v, axes[j].size, at.wrap) {
+            Some(p) => {
+                pos[j] = p;
+                // SAFETY: `p < size`, the table's length (`tuple_axes`).
+                id += unsafe { *axes[j].ids.get_unchecked(p) };
+            }
+            None if ZERO => return Ok(None),
+            None => return Err(()),
+        }
+    }
+    Ok(Some((id, pos)))
+}
+
+/// Marks in `bits` (a bitmap over the grid) the chunks that tuples `rows`
+/// read; `Err` when one addresses nothing outside mode "zero".
+///
+/// # Safety
+/// `rows` are tuples of `at`.
+pub(super) unsafe fn scan<T: IndexElem>(
+    at: &Tuples,
+    axes: &[TupleAxis],
+    mode: Mode,
+    rows: Range<usize>,
+    bits: &mut [u64],
+) -> Result<(), ()> {
+    macro_rules! by_k {
+        ($($k:literal)*) => {
+            match axes.len() {
+                $($k => {
+                    let axes: &[TupleAxis; $k] = axes.try_into().map_err(|_| ())?;
+                    // SAFETY: forwarded from the caller.
+                    unsafe {
+                        match mode {
+                            Mode::Raise => scan_k::<T, $k, false, false>(at, axes, rows, bits),
+                            Mode::Zero => scan_k::<T, $k, false, true>(at, axes, rows, bits),
+                            Mode::Clip => scan_k::<T, $k, true, false>(at, axes, rows, bits),
+                        }
+                    }
+                })*
+                _ => Err(()),
+            }
+        };
+    }
+    by_k!(1 2 3 4)
+}
+
+/// [`scan`] for tuples of `K`.
+///
+/// # Safety
+/// As for [`scan`].
+unsafe fn scan_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+    at: &Tuples,
+    axes: &[TupleAxis; K],
+    rows: Range<usize>,
+    bits: &mut [u64],
+) -> Result<(), ()> {
+    if let [only] = bits {
+        // A grid of up to 64 chunks is marked in a register: marking the same
+        // word in memory on every tuple chained each tuple to the last
+        // through a store (512k points in a 4x4 grid: 4.4 -> 3.9 ms on one
+        // thread).
+        let mut word = 0u64;
+        for r in rows {
+            // SAFETY: `r` is a tuple of `at` (caller).
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(at, axes, r)? } {
+                word |= 1 << id;
+            }
+        }
+        *only |= word;
+    } else {
+        for r in rows {
+            // SAFETY: `r` is a tuple of `at` (caller).
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(at, axes, r)? } {
+                bits[id as usize / 64] |= 1 << (id % 64);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A chunk as the flat gather addresses it: the slice at resolved
+/// positions `p` starts at `base + sum(p[j] * strides[j])`.
+struct FlatChunk {
+    /// The address element [0, ..., 0] of the whole array would have if the
+    /// chunk extended to it (a plain address, only ever offset back into
+    /// the chunk before a read).
+    base: *const u8,
+    strides: [isize; FLAT_MAX_AXES],
+}
+
+/// Rows whose sources are found at a time (as the one-shot kernel's
+/// `CHUNK`).
+const CHUNK: usize = 64;
+
+/// Sources found and not yet copied are kept in a ring of this many:
+/// at most `ahead` ([`PREFETCH_LINES`] lines' worth of rows, at most
+/// `RING - CHUNK`) plus a chunk.
+const RING: usize = 256;
+
+/// The flat gather of a chunked call.
+pub(super) struct Flat<'p> {
+    at: Tuples,
+    axes: Vec<TupleAxis>,
+    /// Per grid number, the chunk's place in `chunks` ([`ZERO_ROW`]: not
+    /// given).
+    dense: &'p [u32],
+    chunks: Vec<FlatChunk>,
+    starts: &'p Bounds,
+    row_bytes: usize,
+    /// How many rows the copy follows behind the rows found.
+    ahead: usize,
+}
+
+// SAFETY: the raw addresses are those of the indices and of the given
+// chunks, which the caller's views borrow (shared, read-only) for as long
+// as the gather runs; reading them from several threads is what the views
+// allow.
+unsafe impl Sync for Flat<'_> {}
+
+impl<'p> Flat<'p> {
+    /// The flat gather, if the call has its shape: `at` are the tuples,
+    /// `axes` the tuple axes (`tuple_axes` over the leading axes of
+    /// `data`), `ready` the given chunks, `grid_strides` the grid's strides
+    /// in chunks, and every slice contiguous.
+    pub(super) fn new(
+        at: Tuples,
+        axes: Vec<TupleAxis>,
+        ready: &[Ready<'_>],
+        dense: &'p [u32],
+        starts: &'p Bounds,
+        grid_strides: &[u64],
+        row_bytes: usize,
+    ) -> Option<Self> {
+        let k = axes.len();
+        if !ready
+            .iter()
+            .all(|r| matches!(r.slice, SliceLayout::Contiguous { .. }))
+        {
+            return None;
+        }
+        let chunks = ready
+            .iter()
+            .map(|r| {
+                let mut strides = [0isize; FLAT_MAX_AXES];
+                strides[..k].copy_from_slice(&r.view.strides[..k]);
+                // The chunk's first position on each tuple axis, from its
+                // number in the grid.
+                let back: isize = (0..k)
+                    .map(|j| {
+                        let count = (starts[j].len() - 1) as u64;
+                        let c = ((r.id / grid_strides[j]) % count) as usize;
+                        starts[j][c] as isize * strides[j]
+                    })
+                    .fold(0isize, isize::wrapping_add);
+                FlatChunk {
+                    base: r.view.first().wrapping_offset(back.wrapping_neg()),
+                    strides,
+                }
+            })
+            .collect();
+        Some(Flat {
+            at,
+            axes,
+            dense,
+            chunks,
+            starts,
+            row_bytes,
+            ahead: (PREFETCH_LINES / lines_of(row_bytes)).clamp(2, RING - CHUNK),
+        })
+    }
+
+    /// Copies rows `start..` into `out` (whole rows), each straight from its
+    /// chunk.
+    pub(super) fn copy<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        start: usize,
+        out: &mut [u8],
+    ) -> Result<(), Stop> {
+        macro_rules! by_k {
+            ($($k:literal)*) => {
+                match self.axes.len() {
+                    $($k => match <&[TupleAxis; $k]>::try_from(&self.axes[..]) {
+                        Ok(axes) => self.copy_k::<T, $k, CLIP, ZERO>(axes, start, out),
+                        Err(_) => Err(Stop::Bad),
+                    },)*
+                    _ => Err(Stop::Bad),
+                }
+            };
+        }
+        by_k!(1 2 3 4)
+    }
+
+    /// [`Flat::copy`] for tuples of `K`, as the one-shot kernel reads
+    /// random rows: the rows' sources are found [`CHUNK`] at a time, each
+    /// requested into L2 as it is found, and the copy follows `ahead` rows
+    /// behind, so that many rows are always on their way (see
+    /// `copy::prefetch` for why L2). In-process A/B, 512k random points of
+    /// 16 chunks of 1024x1024 float32: the sources of 256 rows found and
+    /// requested into L1, then copied, 7.4-8.3 ms on one thread and 4.2 ms
+    /// on two; into L2, 4.4-6.8 ms and 2.6-3.1 ms; this loop 4.2-4.6 ms and
+    /// 2.7-3.0 ms (the one-shot gather of the whole array: 3.4-3.9 ms and
+    /// 2.1-2.6 ms).
+    fn copy_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+        &self,
+        axes: &[TupleAxis; K],
+        start: usize,
+        out: &mut [u8],
+    ) -> Result<(), Stop> {
+        let rows = out.len() / self.row_bytes;
+        let mut ring = [std::ptr::null::<u8>(); RING];
+        // Rows copied, rows whose sources are found (ring[r % RING]).
+        let (mut done, mut found) = (0, 0);
+        while done < rows {
+            let len = CHUNK.min(rows - found);
+            for r in found..found + len {
+                // SAFETY: `start + r` is an output row of this call, so a
+                // tuple of the checked indices (the plan checked them).
+                let tuple = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(&self.at, axes, start + r) };
+                ring[r % RING] = match tuple.map_err(|()| Stop::Bad)? {
+                    None => std::ptr::null(),
+                    Some((id, pos)) => {
+                        let place = self.dense[id as usize];
+                        if place == ZERO_ROW {
+                            return Err(self.missing(start + r, &pos));
+                        }
+                        let chunk = &self.chunks[place as usize];
+                        let off = (0..K).fold(0isize, |s, j| {
+                            s.wrapping_add((pos[j] as isize).wrapping_mul(chunk.strides[j]))
+                        });
+                        // In bounds: `pos` lies in this chunk on the tuple
+                        // axes (its number says so), so `base + off` is the
+                        // chunk's element at `pos` minus the chunk's start,
+                        // and the contiguous slice from there lies inside its
+                        // bytes by the checked-view invariant (b).
+                        let src = chunk.base.wrapping_offset(off);
+                        prefetch::<false>(src, 0, self.row_bytes, true);
+                        src
+                    }
+                };
+            }
+            found += len;
+            let upto = if found == rows {
+                rows
+            } else {
+                found.saturating_sub(self.ahead)
+            };
+            for r in done..upto {
+                let src = ring[r % RING];
+                let dst = &mut out[r * self.row_bytes..(r + 1) * self.row_bytes];
+                if src.is_null() {
+                    dst.fill(0);
+                } else {
+                    // SAFETY: `src` starts a contiguous slice of `row_bytes`
+                    // inside its chunk (above); `dst` is one output row, and
+                    // the output overlaps no chunk (caller).
+                    unsafe { super::copy_contiguous(src, dst) };
+                }
+            }
+            done = done.max(upto);
+        }
+        Ok(())
+    }
+
+    /// The error of row `row`, at `pos`, which reads a chunk not given.
+    #[cold]
+    fn missing(&self, row: usize, pos: &[usize]) -> Stop {
+        let mut which: Vec<usize> = pos
+            .iter()
+            .enumerate()
+            .map(|(j, &p)| locate(&self.starts[j], p).0)
+            .collect();
+        which.resize(self.starts.len(), 0);
+        Stop::Missing(row, which)
+    }
+}
+
+/// The cache lines a row of `width` bytes is requested on (see
+/// `copy::prefetch`: at most 1 KiB of it, plus the line of its last byte
+/// when a row of that width can straddle lines).
+fn lines_of(width: usize) -> usize {
+    let w = width.clamp(1, 1024);
+    if w % 64 == 0 || 64 % w == 0 {
+        w.div_ceil(64)
+    } else {
+        w / 64 + 2
+    }
+}
