@@ -662,7 +662,7 @@ fn flat_gather<'p>(walk: &Walk<'p, '_>, grid_strides: &[u64]) -> Option<Flat<'p>
         walk.dense?,
         walk.starts,
         grid_strides,
-        walk.row_bytes,
+        (walk.row_bytes, plan.out_bytes()),
     )
 }
 

@@ -555,7 +555,7 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, len)`.
 #[inline(always)]
-unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};

@@ -103,7 +103,7 @@ const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 const STREAM_MIN_SLICE_BYTES: usize = 256;
 
 /// Whether a plan writes its output with non-temporal stores.
-fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
+pub(crate) fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
     matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= STREAM_MIN_SLICE_BYTES)
         && out_bytes >= STREAM_MIN_OUT_BYTES
 }

@@ -1,11 +1,11 @@
 //! The common shape of a chunked gather, with no per-row generality: a
 //! flat list of index tuples (no batch axes, no outer axes of gather) over
-//! the leading axes of `data`, each axis short enough for a table of its
-//! chunks, and at most [`FLAT_MAX_AXES`] of them. The tuple length is then a
-//! constant of the loops (unrolled), every position's chunk is one load
-//! that already holds its share of the chunk's number, and a chunk's
-//! address is one base and its strides: each row costs a few loads and
-//! multiplies, in the scan that finds the touched chunks as in the gather.
+//! the leading axes of `data`, at most [`FLAT_MAX_AXES`] of them, each cut
+//! in chunks not much shorter than the axis. The tuple length is then a
+//! constant of the loops (unrolled), a position's chunk is one load from a
+//! small table of buckets and a compare, and a chunk's address is one base
+//! and its strides: each row costs a few loads and multiplies, in the scan
+//! that finds the touched chunks as in the gather.
 //!
 //! By callgrind, 2-D points cost 323 instructions a row in the general walk
 //! (`Walk::copy`), against 9 in the one-shot gather; a first flat walk with
@@ -15,11 +15,12 @@
 use std::ops::Range;
 
 use super::{locate, Bounds, Ready, Stop, ZERO_ROW};
-use crate::copy::{prefetch, PREFETCH_LINES};
+use crate::copy::{fence, prefetch, stream_copy, PREFETCH_LINES};
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
 use crate::mode::Mode;
 use crate::offsets::resolve;
+use crate::plan::streams;
 
 /// At most this many index axes take the flat loops.
 pub(super) const FLAT_MAX_AXES: usize = 4;
@@ -51,14 +52,27 @@ unsafe impl Sync for Tuples {}
 pub(super) struct TupleAxis {
     /// Its length, which the indices are resolved against.
     size: usize,
-    /// Per position, what its chunk adds to the chunk's number in the grid.
-    ids: Vec<u32>,
+    /// Positions `b << shift ..` share bucket `b`: `1 << shift` is at most
+    /// the smallest chunk of the axis (zero-size ones aside), so a bucket
+    /// meets at most two chunks.
+    shift: u32,
+    buckets: Vec<Bucket>,
+}
+
+/// The chunks a bucket of positions meets, as what each adds to a chunk's
+/// number in the grid: `lo` below position `split`, `hi` from it on.
+#[derive(Clone, Copy)]
+struct Bucket {
+    split: usize,
+    lo: u32,
+    hi: u32,
 }
 
 /// The tuple axes as the flat loops read them: `axes` are the data axes in
 /// tuple order with the grid stride of each, in chunks. `None` when an axis
-/// is longer than [`TABLE_MAX`], there are more than [`FLAT_MAX_AXES`], or
-/// a chunk's number does not fit 32 bits.
+/// needs more than [`TABLE_MAX`] buckets (chunks much shorter than the
+/// axis), there are more than [`FLAT_MAX_AXES`], or a chunk's number does
+/// not fit 32 bits.
 pub(super) fn tuple_axes(
     starts: &Bounds,
     axes: impl ExactSizeIterator<Item = (usize, u64)>,
@@ -70,13 +84,30 @@ pub(super) fn tuple_axes(
     axes.map(|(a, grid_stride)| {
         let st = &starts[a];
         let size = st[st.len() - 1];
-        (size <= TABLE_MAX).then(|| {
-            let mut ids = vec![0u32; size];
-            for (c, w) in st.windows(2).enumerate() {
-                // Fits: c * grid_stride < total <= u32::MAX.
-                ids[w[0]..w[1]].fill((c as u64 * grid_stride) as u32);
-            }
-            TupleAxis { size, ids }
+        let shortest = st.windows(2).map(|w| w[1] - w[0]).filter(|&n| n > 0).min();
+        let shift = shortest.map_or(0, |n| n.ilog2());
+        let count = size.div_ceil(1 << shift);
+        if count > TABLE_MAX {
+            return None;
+        }
+        // Fits: a chunk number times its stride is below `total`.
+        let id = |c: usize| (c as u64 * grid_stride) as u32;
+        let buckets = (0..count)
+            .map(|b| {
+                let (c, _) = locate(st, b << shift);
+                let split = st[c + 1];
+                let next = if split < size { locate(st, split).0 } else { c };
+                Bucket {
+                    split,
+                    lo: id(c),
+                    hi: id(next),
+                }
+            })
+            .collect();
+        Some(TupleAxis {
+            size,
+            shift,
+            buckets,
         })
     })
     .collect()
@@ -103,8 +134,10 @@ unsafe fn resolve_tuple<T: IndexElem, const K: usize, const CLIP: bool, const ZE
         match resolve::<CLIP>(v, axes[j].size, at.wrap) {
             Some(p) => {
                 pos[j] = p;
-                // SAFETY: `p < size`, the table's length (`tuple_axes`).
-                id += unsafe { *axes[j].ids.get_unchecked(p) };
+                // SAFETY: `p < size`, so its bucket is one of the
+                // `size.div_ceil(1 << shift)` made (`tuple_axes`).
+                let b = unsafe { axes[j].buckets.get_unchecked(p >> axes[j].shift) };
+                id += if p >= b.split { b.hi } else { b.lo };
             }
             None if ZERO => return Ok(None),
             None => return Err(()),
@@ -211,6 +244,9 @@ pub(super) struct Flat<'p> {
     row_bytes: usize,
     /// How many rows the copy follows behind the rows found.
     ahead: usize,
+    /// Whether the rows are written with non-temporal stores, as the
+    /// one-shot gather writes the same output (`plan::streams`).
+    stream: bool,
 }
 
 // SAFETY: the raw addresses are those of the indices and of the given
@@ -223,7 +259,8 @@ impl<'p> Flat<'p> {
     /// The flat gather, if the call has its shape: `at` are the tuples,
     /// `axes` the tuple axes (`tuple_axes` over the leading axes of
     /// `data`), `ready` the given chunks, `grid_strides` the grid's strides
-    /// in chunks, and every slice contiguous.
+    /// in chunks, then the bytes of a row and of the output; every slice
+    /// must be contiguous.
     pub(super) fn new(
         at: Tuples,
         axes: Vec<TupleAxis>,
@@ -231,7 +268,7 @@ impl<'p> Flat<'p> {
         dense: &'p [u32],
         starts: &'p Bounds,
         grid_strides: &[u64],
-        row_bytes: usize,
+        (row_bytes, out_bytes): (usize, usize),
     ) -> Option<Self> {
         let k = axes.len();
         if !ready
@@ -268,6 +305,7 @@ impl<'p> Flat<'p> {
             starts,
             row_bytes,
             ahead: (PREFETCH_LINES / lines_of(row_bytes)).clamp(2, RING - CHUNK),
+            stream: streams(&SliceLayout::Contiguous { bytes: row_bytes }, out_bytes),
         })
     }
 
@@ -346,19 +384,17 @@ impl<'p> Flat<'p> {
             } else {
                 found.saturating_sub(self.ahead)
             };
-            for r in done..upto {
-                let src = ring[r % RING];
-                let dst = &mut out[r * self.row_bytes..(r + 1) * self.row_bytes];
-                if src.is_null() {
-                    dst.fill(0);
-                } else {
-                    // SAFETY: `src` starts a contiguous slice of `row_bytes`
-                    // inside its chunk (above); `dst` is one output row, and
-                    // the output overlaps no chunk (caller).
-                    unsafe { super::copy_contiguous(src, dst) };
-                }
+            if self.stream {
+                copy_out::<true>(&ring, done..upto, out, self.row_bytes);
+            } else {
+                copy_out::<false>(&ring, done..upto, out, self.row_bytes);
             }
             done = done.max(upto);
+        }
+        if self.stream {
+            // The non-temporal stores must be visible before this task
+            // reports itself done to the thread that returns the output.
+            fence();
         }
         Ok(())
     }
@@ -373,6 +409,34 @@ impl<'p> Flat<'p> {
             .collect();
         which.resize(self.starts.len(), 0);
         Stop::Missing(row, which)
+    }
+}
+
+/// Copies rows `rows` (of `width` bytes) from their sources in `ring` (as
+/// `Flat::copy_k` found them: null for a zero-filled row) into `out`, with
+/// non-temporal stores if `STREAM`. A separate loop for each kind of store:
+/// a test of the kind in the loop made 512k points take 1.5x the time.
+#[inline(always)]
+fn copy_out<const STREAM: bool>(
+    ring: &[*const u8; RING],
+    rows: Range<usize>,
+    out: &mut [u8],
+    width: usize,
+) {
+    for r in rows {
+        let src = ring[r % RING];
+        let dst = &mut out[r * width..(r + 1) * width];
+        if src.is_null() {
+            dst.fill(0);
+        } else if STREAM {
+            // SAFETY: as below; `stream_copy` writes exactly `dst`.
+            unsafe { stream_copy(src, dst.as_mut_ptr(), dst.len()) };
+        } else {
+            // SAFETY: `src` starts a contiguous slice of `width` bytes inside
+            // its chunk (`Flat::copy_k`); `dst` is one output row, and the
+            // output overlaps no chunk (`gather_chunks`' caller).
+            unsafe { super::copy_contiguous(src, dst) };
+        }
     }
 }
 
