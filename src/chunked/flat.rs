@@ -52,20 +52,87 @@ unsafe impl Sync for Tuples {}
 pub(super) struct TupleAxis {
     /// Its length, which the indices are resolved against.
     size: usize,
-    /// Positions `b << shift ..` share bucket `b`: `1 << shift` is at most
-    /// the smallest chunk of the axis (zero-size ones aside), so a bucket
-    /// meets at most two chunks.
+    /// Positions `b << shift ..` share bucket `b`.
     shift: u32,
+    /// When every chunk starts at a multiple of `1 << shift`, so a bucket
+    /// lies in one chunk: per bucket, what its chunk adds to the chunk's
+    /// number in the grid (one load a position). Else empty.
+    ids: Vec<u32>,
+    /// Else, with `1 << shift` at most the shortest chunk of the axis (zero-
+    /// size ones aside), so that a bucket meets at most two chunks: per
+    /// bucket, those two.
     buckets: Vec<Bucket>,
 }
 
 /// The chunks a bucket of positions meets, as what each adds to a chunk's
-/// number in the grid: `lo` below position `split`, `hi` from it on.
+/// number in the grid: `lo` below position `split`, `lo + step` from it on.
 #[derive(Clone, Copy)]
 struct Bucket {
     split: usize,
     lo: u32,
-    hi: u32,
+    step: u32,
+}
+
+impl TupleAxis {
+    /// Whether a position's chunk is one load (`ids`, not `buckets`).
+    fn exact(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// The axis as a loop keeps it at hand (in registers, not behind the
+    /// vectors).
+    fn lookup(&self) -> Lookup {
+        Lookup {
+            size: self.size,
+            shift: self.shift,
+            ids: if self.exact() {
+                self.ids.as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            buckets: self.buckets.as_ptr(),
+        }
+    }
+}
+
+/// A [`TupleAxis`] borrowed by a loop: its tables' addresses.
+#[derive(Clone, Copy)]
+struct Lookup {
+    size: usize,
+    shift: u32,
+    /// The axis' `ids`, or null when it has `buckets`.
+    ids: *const u32,
+    buckets: *const Bucket,
+}
+
+impl Lookup {
+    /// What the chunk of position `p` adds to the chunk's number; `EXACT`
+    /// if the axis has `ids` (every axis of a loop that has no buckets
+    /// compiles without them: their test cost the scan 1.4x).
+    ///
+    /// # Safety
+    /// `p < self.size`, the axis it was made from is alive, and has `ids`
+    /// if `EXACT`.
+    #[inline(always)]
+    unsafe fn id<const EXACT: bool>(&self, p: usize) -> u32 {
+        let b = p >> self.shift;
+        // SAFETY: `p < size`, so `b` is one of the `size.div_ceil(1 << shift)`
+        // buckets made (`tuple_axes`), in whichever table is in use.
+        unsafe {
+            if EXACT || !self.ids.is_null() {
+                *self.ids.add(b)
+            } else {
+                let b = &*self.buckets.add(b);
+                // `lo`, plus `step` from `split` on: a mask, no branch.
+                b.lo + (b.step & 0u32.wrapping_sub(u32::from(p >= b.split)))
+            }
+        }
+    }
+}
+
+/// The axes of `axes` at hand.
+fn lookups<const K: usize>(axes: &[TupleAxis; K]) -> [Lookup; K] {
+    std::array::from_fn(|j| axes[j].lookup())
 }
 
 /// The tuple axes as the flat loops read them: `axes` are the data axes in
@@ -84,14 +151,33 @@ pub(super) fn tuple_axes(
     axes.map(|(a, grid_stride)| {
         let st = &starts[a];
         let size = st[st.len() - 1];
+        // Fits: a chunk number times its stride is below `total`.
+        let id = |c: usize| (c as u64 * grid_stride) as u32;
+        // Buckets inside chunks: the largest power of two that divides
+        // every chunk start (dask's regular chunks: their size's).
+        let aligned = st[1..st.len() - 1]
+            .iter()
+            .map(|&s| s.trailing_zeros())
+            .min()
+            .unwrap_or(usize::BITS - 1)
+            .min(usize::BITS - 2);
+        if size.div_ceil(1 << aligned) <= TABLE_MAX {
+            let ids = (0..size.div_ceil(1 << aligned))
+                .map(|b| id(locate(st, b << aligned).0))
+                .collect();
+            return Some(TupleAxis {
+                size,
+                shift: aligned,
+                ids,
+                buckets: vec![],
+            });
+        }
         let shortest = st.windows(2).map(|w| w[1] - w[0]).filter(|&n| n > 0).min();
         let shift = shortest.map_or(0, |n| n.ilog2());
         let count = size.div_ceil(1 << shift);
         if count > TABLE_MAX {
             return None;
         }
-        // Fits: a chunk number times its stride is below `total`.
-        let id = |c: usize| (c as u64 * grid_stride) as u32;
         let buckets = (0..count)
             .map(|b| {
                 let (c, _) = locate(st, b << shift);
@@ -100,13 +186,14 @@ pub(super) fn tuple_axes(
                 Bucket {
                     split,
                     lo: id(c),
-                    hi: id(next),
+                    step: id(next) - id(c),
                 }
             })
             .collect();
         Some(TupleAxis {
             size,
             shift,
+            ids: vec![],
             buckets,
         })
     })
@@ -117,11 +204,18 @@ pub(super) fn tuple_axes(
 /// when it reads nothing (mode "zero"), `Err` when it addresses nothing.
 ///
 /// # Safety
-/// `r` is a tuple of `at` (in range of the checked `indices` view).
+/// `r` is a tuple of `at` (in range of the checked `indices` view), and
+/// the axes of `axes` are alive (each with `ids` if `EXACT`).
 #[inline(always)]
-unsafe fn resolve_tuple<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+unsafe fn resolve_tuple<
+    T: IndexElem,
+    const K: usize,
+    const CLIP: bool,
+    const ZERO: bool,
+    const EXACT: bool,
+>(
     at: &Tuples,
-    axes: &[TupleAxis; K],
+    axes: &[Lookup; K],
     r: usize,
 ) -> Result<Option<(u32, [usize; K])>, ()> {
     let off = r as isize * at.stride;
@@ -134,10 +228,8 @@ unsafe fn resolve_tuple<T: IndexElem, const K: usize, const CLIP: bool, const ZE
         match resolve::<CLIP>(v, axes[j].size, at.wrap) {
             Some(p) => {
                 pos[j] = p;
-                // SAFETY: `p < size`, so its bucket is one of the
-                // `size.div_ceil(1 << shift)` made (`tuple_axes`).
-                let b = unsafe { axes[j].buckets.get_unchecked(p >> axes[j].shift) };
-                id += if p >= b.split { b.hi } else { b.lo };
+                // SAFETY: `p < size` (resolved).
+                id += unsafe { axes[j].id::<EXACT>(p) };
             }
             None if ZERO => return Ok(None),
             None => return Err(()),
@@ -158,6 +250,7 @@ pub(super) unsafe fn scan<T: IndexElem>(
     rows: Range<usize>,
     bits: &mut [u64],
 ) -> Result<(), ()> {
+    let exact = axes.iter().all(TupleAxis::exact);
     macro_rules! by_k {
         ($($k:literal)*) => {
             match axes.len() {
@@ -166,9 +259,12 @@ pub(super) unsafe fn scan<T: IndexElem>(
                     // SAFETY: forwarded from the caller.
                     unsafe {
                         match mode {
-                            Mode::Raise => scan_k::<T, $k, false, false>(at, axes, rows, bits),
-                            Mode::Zero => scan_k::<T, $k, false, true>(at, axes, rows, bits),
-                            Mode::Clip => scan_k::<T, $k, true, false>(at, axes, rows, bits),
+                            Mode::Raise if exact => scan_k::<T, $k, false, false, true>(at, axes, rows, bits),
+                            Mode::Zero if exact => scan_k::<T, $k, false, true, true>(at, axes, rows, bits),
+                            Mode::Clip if exact => scan_k::<T, $k, true, false, true>(at, axes, rows, bits),
+                            Mode::Raise => scan_k::<T, $k, false, false, false>(at, axes, rows, bits),
+                            Mode::Zero => scan_k::<T, $k, false, true, false>(at, axes, rows, bits),
+                            Mode::Clip => scan_k::<T, $k, true, false, false>(at, axes, rows, bits),
                         }
                     }
                 })*
@@ -183,12 +279,19 @@ pub(super) unsafe fn scan<T: IndexElem>(
 ///
 /// # Safety
 /// As for [`scan`].
-unsafe fn scan_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+unsafe fn scan_k<
+    T: IndexElem,
+    const K: usize,
+    const CLIP: bool,
+    const ZERO: bool,
+    const EXACT: bool,
+>(
     at: &Tuples,
     axes: &[TupleAxis; K],
     rows: Range<usize>,
     bits: &mut [u64],
 ) -> Result<(), ()> {
+    let lk = lookups(axes);
     if let [only] = bits {
         // A grid of up to 64 chunks is marked in a register: marking the same
         // word in memory on every tuple chained each tuple to the last
@@ -197,7 +300,8 @@ unsafe fn scan_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: boo
         let mut word = 0u64;
         for r in rows {
             // SAFETY: `r` is a tuple of `at` (caller).
-            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(at, axes, r)? } {
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(at, &lk, r)? }
+            {
                 word |= 1 << id;
             }
         }
@@ -205,7 +309,8 @@ unsafe fn scan_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: boo
     } else {
         for r in rows {
             // SAFETY: `r` is a tuple of `at` (caller).
-            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(at, axes, r)? } {
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(at, &lk, r)? }
+            {
                 bits[id as usize / 64] |= 1 << (id % 64);
             }
         }
@@ -316,11 +421,13 @@ impl<'p> Flat<'p> {
         start: usize,
         out: &mut [u8],
     ) -> Result<(), Stop> {
+        let exact = self.axes.iter().all(TupleAxis::exact);
         macro_rules! by_k {
             ($($k:literal)*) => {
                 match self.axes.len() {
                     $($k => match <&[TupleAxis; $k]>::try_from(&self.axes[..]) {
-                        Ok(axes) => self.copy_k::<T, $k, CLIP, ZERO>(axes, start, out),
+                        Ok(axes) if exact => self.copy_k::<T, $k, CLIP, ZERO, true>(axes, start, out),
+                        Ok(axes) => self.copy_k::<T, $k, CLIP, ZERO, false>(axes, start, out),
                         Err(_) => Err(Stop::Bad),
                     },)*
                     _ => Err(Stop::Bad),
@@ -340,13 +447,20 @@ impl<'p> Flat<'p> {
     /// on two; into L2, 4.4-6.8 ms and 2.6-3.1 ms; this loop 4.2-4.6 ms and
     /// 2.7-3.0 ms (the one-shot gather of the whole array: 3.4-3.9 ms and
     /// 2.1-2.6 ms).
-    fn copy_k<T: IndexElem, const K: usize, const CLIP: bool, const ZERO: bool>(
+    fn copy_k<
+        T: IndexElem,
+        const K: usize,
+        const CLIP: bool,
+        const ZERO: bool,
+        const EXACT: bool,
+    >(
         &self,
         axes: &[TupleAxis; K],
         start: usize,
         out: &mut [u8],
     ) -> Result<(), Stop> {
         let rows = out.len() / self.row_bytes;
+        let lk = lookups(axes);
         let mut ring = [std::ptr::null::<u8>(); RING];
         // Rows copied, rows whose sources are found (ring[r % RING]).
         let (mut done, mut found) = (0, 0);
@@ -355,7 +469,8 @@ impl<'p> Flat<'p> {
             for r in found..found + len {
                 // SAFETY: `start + r` is an output row of this call, so a
                 // tuple of the checked indices (the plan checked them).
-                let tuple = unsafe { resolve_tuple::<T, K, CLIP, ZERO>(&self.at, axes, start + r) };
+                let tuple =
+                    unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(&self.at, &lk, start + r) };
                 ring[r % RING] = match tuple.map_err(|()| Stop::Bad)? {
                     None => std::ptr::null(),
                     Some((id, pos)) => {
