@@ -32,6 +32,7 @@ mod real;
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pool;
 mod rows;
+mod snapshot;
 mod threads;
 mod validate;
 mod walk;
@@ -55,6 +56,7 @@ pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
 pub use prepared::{Positions, Prepared, PreparedCall, PreparedParts};
 pub use rows::{take_rows, take_rows_as, Declined, RowId, MAX_ROW_IDS};
+pub use snapshot::copy_and_digest;
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 
 /// Makes ndgather safe to use in a process that forks while other threads

@@ -135,6 +135,7 @@ def _chunks_touched(
     data_shape: Sequence[int] | None = None,
     index_offset: Sequence[int] | None = None,
 ) -> list[list[int]]: ...
+def _snapshot(a: np.ndarray[Any, Any], copy: bool) -> tuple[np.ndarray[Any, Any] | None, int]: ...
 def _gather_chunks(
     chunks: Mapping[tuple[int, ...], np.ndarray[Any, Any]],
     chunk_sizes: Sequence[Sequence[int]],

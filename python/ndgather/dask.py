@@ -195,6 +195,19 @@ def _part(
     return tuple(out)
 
 
+def _snapshot(idx: Array) -> tuple[Array, int]:
+    """In-memory indices as the graph keeps them, and a digest of their values (which
+    names the graph): a copy of the caller's array unless it is read-only, since the caller
+    may write to it after the call; both made by the core in one pass."""
+    if not idx.flags.c_contiguous:
+        idx = np.ascontiguousarray(idx)  # a new array: already ours
+        copy = False
+    else:
+        copy = idx.flags.writeable
+    made, digest = _core._snapshot(idx, copy)
+    return (idx if made is None else made), digest
+
+
 def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode: Mode) -> da.Array:
     data = _as_dask(data_like)
     _known(data, "data")
@@ -233,7 +246,12 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
             "chunks for the indices or for data, or compute the indices first"
         )
     call = _Call(data.dtype, axis, batch_dims, mode, data_shape)
-    name = f"{'gather_nd' if nd else 'gather'}-{tokenize(data, idx, axis, batch_dims, mode)}"
+    if lazy:
+        token = tokenize(data, idx, axis, batch_dims, mode)
+    else:
+        idx, digest = _snapshot(idx)
+        token = tokenize(data, (digest, idx.shape, idx.dtype.str), axis, batch_dims, mode)
+    name = f"{'gather_nd' if nd else 'gather'}-{token}"
     graph: dict[Key, Any] = {}
     whole_sizes = [list(c) for c in data.chunks]
     for ti in product(*(range(len(c)) for c in tchunks)):
@@ -245,8 +263,6 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
         else:
             sl = tuple(slice(s, s + n) for s, n in zip(start, block_shape, strict=True))
             index_arg = idx[sl]
-            if index_arg.flags.writeable:  # the caller may write to it after this call
-                index_arg = index_arg.copy()
             part = _part(data, b, indexed, carried, ti, None)
             try:
                 touched = _core._chunks_touched(part, index_arg, axis, batch_dims, mode)

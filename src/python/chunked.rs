@@ -10,8 +10,8 @@ use super::args::Int64;
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::objects::own_copied_references;
 use crate::{
-    chunked_layout, gather_chunks, num_threads, touched_chunks, ChunkGrid, GatherError, Mode,
-    Operator, Whole,
+    chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, ChunkGrid,
+    GatherError, Mode, Operator, Whole,
 };
 
 fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
@@ -185,10 +185,42 @@ fn gather_chunks_py<'py>(
     Ok(result)
 }
 
+/// ``(copy, digest)`` of a C-contiguous array of a plain dtype: a new
+/// C-contiguous copy (``None`` unless ``copy``) and a 64-bit digest of its
+/// bytes, which depends on the bytes alone (see `snapshot.rs`).
+#[pyfunction(name = "_snapshot")]
+fn snapshot_py<'py>(
+    a: &Bound<'py, PyUntypedArray>,
+    copy: bool,
+) -> PyResult<(Option<Bound<'py, PyUntypedArray>>, u64)> {
+    let py = a.py();
+    if !a.is_c_contiguous() || a.dtype().has_object() {
+        return Err(GatherError::InvalidArgument(
+            "_snapshot takes a C-contiguous array of a plain dtype".into(),
+        )
+        .into());
+    }
+    let src = view(a)?.bytes;
+    if !copy {
+        return Ok((
+            None,
+            py.detach(|| copy_and_digest(src, None, num_threads())),
+        ));
+    }
+    let dtype = a.dtype();
+    let out = new_output(py, &dtype, a.shape(), src.len())?;
+    // SAFETY: the array was just made; nothing else refers to its buffer,
+    // which cannot overlap `a`'s.
+    let dst = unsafe { bytes_mut(&out) };
+    let digest = py.detach(|| copy_and_digest(src, Some(dst), num_threads()));
+    Ok((Some(out), digest))
+}
+
 /// Adds the chunked gather's functions to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather_layout_py, m)?)?;
     m.add_function(wrap_pyfunction!(chunks_touched_py, m)?)?;
     m.add_function(wrap_pyfunction!(gather_chunks_py, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot_py, m)?)?;
     Ok(())
 }

@@ -219,6 +219,25 @@ def test_names_are_deterministic() -> None:
     assert ngd.gather_nd(x, [[1]]).name.startswith("gather_nd-")
 
 
+def test_indices_are_kept_as_they_were_at_call_time() -> None:
+    """The graph keeps its own copy of writeable in-memory indices (any layout), and is
+    named by their values: writing to the caller's array afterwards changes nothing."""
+    data = np.arange(100) * 10
+    x = da.from_array(data, chunks=10)
+    contiguous = np.array([3, 4, 99])
+    strided = np.array([[3, 0], [4, 0], [99, 0]])[:, 0]
+    frozen = np.array([3, 4, 99])
+    frozen.flags.writeable = False
+    names = {ngd.gather(x, ids).name for ids in (contiguous, strided, frozen, [3, 4, 99])}
+    assert len(names) == 1
+    for ids in (contiguous, strided):
+        r = ngd.gather(x, ids)
+        ids[:] = 0
+        _same(r.compute(), data[[3, 4, 99]])
+        assert ngd.gather(x, ids).name not in names
+    assert ngd.gather(x, np.array([3, 4, 99], np.int32)).name not in names
+
+
 def test_numpy_data_and_lists_are_accepted() -> None:
     data = np.arange(12).reshape(3, 4)
     _same(ngd.gather_nd(data, [[2, -1]]).compute(), ndgather.gather_nd(data, [[2, -1]]))
