@@ -947,14 +947,19 @@ unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
     }
 }
 
-/// Asks the cache for the line at `p`: a hint, never a fault.
+/// Asks L2 for the line at `p`: a hint, never a fault. L2, not L1, for the
+/// reason `copy::prefetch` gives (a prefetch to L1 holds one of the few L1
+/// miss buffers until its line arrives). The flat loops gained most from
+/// it (`chunked/flat.rs`); this walk's blocks of 256 sources, on a
+/// `batch_dims=1` gather of 1 KiB rows from 32 chunks, ABBA over 6 pairs of
+/// processes: 13.2 ms against 13.7 ms with the L1 hint (within the noise).
 #[inline(always)]
 fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetch is a hint that never faults and reads nothing
     // architecturally; the address need not be valid.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
