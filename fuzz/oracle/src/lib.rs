@@ -15,7 +15,9 @@
 //! first bad index), and a caller's output (`Validation::BeforeWriting`)
 //! must be untouched. Each executed call is replayed as a prepared gather
 //! too (`ndgather::Prepared`, for the data's shape, then on the data): the
-//! same bytes, or the same first bad index when preparing.
+//! same bytes, or the same first bad index when preparing; and as a chunked
+//! gather (`chunked.rs`: `data` cut into a grid of chunks, the touched ones
+//! found, the gather made from those alone).
 //!
 //! The references work on coordinates, one element at a time, with `i128`
 //! arithmetic: they share no code and no idea (coalescing, offsets tables,
@@ -26,6 +28,7 @@ pub mod gather_nd;
 pub mod rows;
 pub mod views;
 
+mod chunked;
 mod generate;
 mod reference;
 mod seeded;

@@ -16,7 +16,7 @@ pub const MAX_ELEMS: u128 = 1 << 12;
 /// Largest output executed: enough for the non-temporal path (16 MiB).
 pub const MAX_OUT_BYTES: u128 = 20 << 20;
 /// Pattern a caller's output holds before the call.
-const UNTOUCHED: u8 = 0xA5;
+pub(crate) const UNTOUCHED: u8 = 0xA5;
 
 /// What the reference says about one view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,7 +311,7 @@ fn result_reference(call: &Call, attrs: Attrs, out_shape: &[usize]) -> Expected 
 }
 
 /// What executing a valid call must give.
-enum Expected {
+pub(crate) enum Expected {
     /// The output's bytes.
     Bytes(Vec<u8>),
     /// This error: the first bad index in C order of `indices`.
@@ -394,6 +394,7 @@ pub fn check(call: &Call, op: Op) -> Outcome {
         check_prepared(call, op, &expected);
     }
     check_cast(call, &plan, &expected);
+    crate::chunked::check_chunked(call, op, &expected);
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
             if out != want {
