@@ -77,18 +77,16 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
                 .iter()
                 .any(|t| t.iter().zip(&dims).all(|(&v, &d)| coords[d] == v));
         if keep {
+            let shape: Vec<usize> = coords.iter().enumerate().map(|(a, &c)| sizes[a][c]).collect();
+            // Element [0, ...] of the chunk, which exists in a chunk with
+            // elements (so the sum stays inside the buffer); an empty chunk
+            // keeps the array's own offset (its strides may be absurd).
             let mut start_off = call.data.offset as isize;
-            let mut shape = Vec::with_capacity(coords.len());
-            for (a, &c) in coords.iter().enumerate() {
-                let start: usize = sizes[a][..c].iter().sum();
-                shape.push(sizes[a][c]);
-                if shape[a] > 0 {
+            if !shape.contains(&0) {
+                for (a, &c) in coords.iter().enumerate() {
+                    let start: usize = sizes[a][..c].iter().sum();
                     start_off += start as isize * dv.strides[a];
                 }
-            }
-            // A chunk with no element keeps the array's own offset.
-            if shape.contains(&0) {
-                start_off = call.data.offset as isize;
             }
             places.push((coords.to_vec(), shape, start_off as usize));
         }
