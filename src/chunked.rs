@@ -23,6 +23,7 @@ use crate::mode::Mode;
 use crate::offsets::resolve;
 use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
 use crate::threads::{for_each_task, MAX_THREADS};
+use crate::validate::{check_numpy_size, checked_sizes};
 
 mod flat;
 use flat::{tuple_axes, Flat, Tuples, TABLE_MAX};
@@ -67,7 +68,11 @@ pub struct ChunkGrid<'a> {
 
 /// A whole-array stand-in: every stride 0 over one element of zero bytes,
 /// so that the one-shot planner checks shapes and indices against `shape`
-/// without an array behind it (its rows are never copied from).
+/// without an array behind it (its rows are never copied from). Its
+/// elements are one byte (none for an itemsize of 0), whatever the
+/// array's: a stand-in of the real itemsize held that many bytes, and an
+/// absurd one (the Rust API takes any) aborted on the allocation; see
+/// [`plan_whole`].
 struct StandIn {
     shape: Vec<usize>,
     strides: Vec<isize>,
@@ -92,6 +97,24 @@ impl StandIn {
             itemsize: self.bytes.len(),
         }
     }
+}
+
+/// The one-shot plan of `indices` on an array of `shape` and `itemsize`,
+/// over a stand-in of one-byte elements (`StandIn`), and the result's bytes
+/// at the real `itemsize`: the same checks and errors as planning on the
+/// array itself (its own size bound first, as the planner checks it before
+/// the attributes; the result's after).
+fn plan_whole<'a>(
+    data: &'a StandIn,
+    itemsize: usize,
+    indices: ArrayView<'a>,
+    ty: IndexType,
+    op: Operator,
+) -> Result<(Plan<'a>, usize)> {
+    check_numpy_size("data", &data.shape, itemsize)?;
+    let plan = plan_on(data.view(), indices, ty, op)?;
+    let out_bytes = checked_sizes(plan.out_shape(), itemsize)?;
+    Ok((plan, out_bytes))
 }
 
 fn plan_on<'a>(
@@ -158,7 +181,7 @@ pub fn chunked_layout(
     ty: IndexType,
     op: Operator,
 ) -> Result<Layout> {
-    let data = StandIn::new(data_shape, itemsize);
+    let data = StandIn::new(data_shape, itemsize.min(1));
     let one = vec![0u8; ty.itemsize()];
     let zeros = vec![0isize; index_shape.len()];
     let indices = ArrayView {
@@ -168,11 +191,11 @@ pub fn chunked_layout(
         strides: &zeros,
         itemsize: ty.itemsize(),
     };
-    let plan = plan_on(data.view(), indices, ty, op)?;
+    let (plan, out_bytes) = plan_whole(&data, itemsize, indices, ty, op)?;
     let (_, batch_dims, _) = row_axes(&plan);
     Ok(Layout {
         out_shape: plan.out_shape().to_vec(),
-        out_bytes: plan.out_bytes(),
+        out_bytes,
         batch_dims,
         indexed: plan.tuple.iter().map(|t| t.axis).collect(),
     })
@@ -530,23 +553,23 @@ pub fn gather_chunks(
 ) -> Result<()> {
     let threads = threads.min(MAX_THREADS);
     let (starts, shape) = bounds(&grid.chunk_sizes)?;
-    let data = StandIn::new(&shape, grid.itemsize);
-    let plan = plan_on(data.view(), indices, ty, op)?;
-    if out.len() != plan.out_bytes() {
+    let data = StandIn::new(&shape, grid.itemsize.min(1));
+    let (plan, out_bytes) = plan_whole(&data, grid.itemsize, indices, ty, op)?;
+    if out.len() != out_bytes {
         return Err(GatherError::InvalidArgument(format!(
             "output buffer has {} bytes, the result needs {}",
             out.len(),
-            plan.out_bytes()
+            out_bytes
         )));
     }
     let (rows, _, slice_start) = row_axes(&plan);
     let ready = ready_chunks(grid, &starts, slice_start)?;
     let strides = grid_strides(&grid.chunk_sizes)?;
     let n_rows: usize = rows.iter().map(|r| r.size).product();
-    if plan.out_bytes() == 0 || n_rows == 0 {
+    if out_bytes == 0 || n_rows == 0 {
         return plan.validate(mode, threads).map_err(|e| relocate(e, whole));
     }
-    let row_bytes = plan.out_bytes() / n_rows;
+    let row_bytes = out_bytes / n_rows;
     let tables = chunk_tables(&starts, slice_start);
     let cells: u64 = grid.chunk_sizes.iter().map(|c| c.len() as u64).product();
     let dense: Option<Vec<u32>> = (cells <= DENSE_MAX).then(|| {
@@ -568,12 +591,10 @@ pub fn gather_chunks(
         dense: dense.as_deref(),
         prefetch_bytes: row_bytes.min(PREFETCH_MAX),
     };
-    let flat = flat_gather(&walk, &strides);
+    let flat = flat_gather(&walk, &strides, out_bytes);
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
-    let cost = plan
-        .out_bytes()
-        .saturating_add(n_rows.saturating_mul(ROW_COST));
+    let cost = out_bytes.saturating_add(n_rows.saturating_mul(ROW_COST));
     let run = |start: usize, chunk: &mut [u8]| {
         let result = match &flat {
             Some(flat) => with_index_type!(ty, T => match mode {
@@ -639,7 +660,11 @@ pub fn gather_chunks(
 /// The flat gather of `walk`, if its call has that shape (see [`Flat`]): a
 /// flat list of tuples over the leading axes of `data`, in a grid small
 /// enough for the dense table.
-fn flat_gather<'p>(walk: &Walk<'p, '_>, grid_strides: &[u64]) -> Option<Flat<'p>> {
+fn flat_gather<'p>(
+    walk: &Walk<'p, '_>,
+    grid_strides: &[u64],
+    out_bytes: usize,
+) -> Option<Flat<'p>> {
     let plan = walk.plan;
     let k = plan.tuple.len();
     let flat_rows = matches!(walk.rows, [r] if r.data_axis.is_none());
@@ -662,7 +687,7 @@ fn flat_gather<'p>(walk: &Walk<'p, '_>, grid_strides: &[u64]) -> Option<Flat<'p>
         walk.dense?,
         walk.starts,
         grid_strides,
-        (walk.row_bytes, plan.out_bytes()),
+        (walk.row_bytes, out_bytes),
     )
 }
 

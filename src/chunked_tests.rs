@@ -410,3 +410,24 @@ fn errors_move_to_the_whole() {
         Ok(vec![vec![0], vec![1]])
     );
 }
+
+/// Any itemsize the Rust API takes is only counted, never allocated (the
+/// stand-in of the whole array once held one element of that many bytes,
+/// and the views fuzz target found the allocation of a terabyte aborting),
+/// and the sizes past NumPy's bound are the one-shot planner's `Overflow`.
+#[test]
+fn huge_itemsizes_are_counted_not_allocated() {
+    let op = Operator::GatherNd { batch_dims: 0 };
+    let t = 1usize << 40;
+    let layout = chunked_layout(&[4, 2], t, &[3, 1], IndexType::I64, op).unwrap();
+    assert_eq!((layout.out_shape, layout.out_bytes), (vec![3, 2], 6 * t));
+    assert!(matches!(
+        chunked_layout(&[1 << 30, 2], t, &[3, 1], IndexType::I64, op),
+        Err(GatherError::Overflow(_))
+    ));
+    // The data fits, the result does not.
+    assert!(matches!(
+        chunked_layout(&[2, 1 << 20], t, &[1 << 10, 1], IndexType::I64, op),
+        Err(GatherError::Overflow(_))
+    ));
+}

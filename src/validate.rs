@@ -64,14 +64,20 @@ pub(crate) fn checked_views(
     // checked against a buffer, yet the planning and the index checks rely
     // on axis sizes of at most isize::MAX.
     for (what, v) in [("data", data), ("indices", indices)] {
-        if numpy_size(v.shape, v.itemsize).is_none() {
-            return Err(GatherError::Overflow(format!(
-                "{what} shape {} with itemsize {} has more elements or bytes than fit in an \
-                 isize (its empty axes aside)",
-                fmt_tuple(v.shape),
-                v.itemsize
-            )));
-        }
+        check_numpy_size(what, v.shape, v.itemsize)?;
+    }
+    Ok(())
+}
+
+/// NumPy's bound on an array of `shape` and `itemsize` (see
+/// [`numpy_size`]), as an `Overflow` naming the array.
+pub(crate) fn check_numpy_size(what: &str, shape: &[usize], itemsize: usize) -> Result<()> {
+    if numpy_size(shape, itemsize).is_none() {
+        return Err(GatherError::Overflow(format!(
+            "{what} shape {} with itemsize {itemsize} has more elements or bytes than fit in an \
+             isize (its empty axes aside)",
+            fmt_tuple(shape)
+        )));
     }
     Ok(())
 }
