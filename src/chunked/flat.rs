@@ -3,7 +3,8 @@
 //! the leading axes of `data`, at most [`FLAT_MAX_AXES`] of them, each cut
 //! in chunks not much shorter than the axis. The tuple length is then a
 //! constant of the loops (unrolled), a position's chunk is one load from a
-//! small table of buckets and a compare, and a chunk's address is one base
+//! small table of buckets (and a compare, for chunks that do not start at
+//! multiples of a common power of two), and a chunk's address is one base
 //! and its strides: each row costs a few loads and multiplies, in the scan
 //! that finds the touched chunks as in the gather.
 //!
@@ -25,8 +26,9 @@ use crate::plan::streams;
 /// At most this many index axes take the flat loops.
 pub(super) const FLAT_MAX_AXES: usize = 4;
 
-/// Axes up to this long find a position's chunk in a table (in tests, a
-/// few: the random cases take the flat loops and the general ones).
+/// The longest table of an axis: of buckets here, of positions in the
+/// general walk (`chunk_tables`). In tests, a few: the random cases take
+/// both kinds of bucket, the flat loops and the general ones.
 #[cfg(not(test))]
 pub(super) const TABLE_MAX: usize = 1 << 16;
 #[cfg(test)]
