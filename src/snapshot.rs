@@ -17,7 +17,8 @@ use crate::threads::{for_each_task, MAX_THREADS};
 const PART: usize = 256 * 1024;
 
 /// Copies `src` into `dst` (if given; the same length) and returns the
-/// digest of `src`'s bytes, on up to `threads` threads.
+/// digest of the copy's bytes (of `src`'s without one), on up to `threads`
+/// threads.
 ///
 /// # Panics
 /// If `dst` is given with another length than `src` (a caller's bug).
@@ -31,13 +32,23 @@ pub fn copy_and_digest(src: &[u8], dst: Option<&mut [u8]>, threads: usize) -> u6
     let part = |t: usize| {
         let start = t * PART;
         let bytes = &src[start..src.len().min(start + PART)];
-        if let Some(out) = &out {
-            // SAFETY: part `t` of `dst` (the same range as `bytes`, inside
-            // it: same lengths) is written by this task alone, and `dst`
-            // is a slice of its own, not overlapping `src`.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.0.add(start), bytes.len()) };
-        }
-        digests[t].store(xxh64(bytes, t as u64), Ordering::Relaxed);
+        let digest = match &out {
+            Some(out) => {
+                // SAFETY: part `t` of `dst` (the same range as `bytes`, inside
+                // it: same lengths) is written and read by this task alone,
+                // and `dst` is a slice of its own, not overlapping `src`.
+                let copy = unsafe {
+                    let d = out.0.add(start);
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), d, bytes.len());
+                    std::slice::from_raw_parts(d, bytes.len())
+                };
+                // The digest of the copy kept, not of `src`: a caller writing
+                // to `src` meanwhile cannot make them differ.
+                xxh64(copy, t as u64)
+            }
+            None => xxh64(bytes, t as u64),
+        };
+        digests[t].store(digest, Ordering::Relaxed);
     };
     for_each_task(threads.clamp(1, MAX_THREADS), parts, &part);
     let all: Vec<u8> = digests
