@@ -80,11 +80,13 @@ struct StandIn {
 }
 
 impl StandIn {
+    /// The stand-in of an array of `shape` and `itemsize` (counted by
+    /// [`plan_whole`], held as one byte).
     fn new(shape: &[usize], itemsize: usize) -> Self {
         StandIn {
             shape: shape.to_vec(),
             strides: vec![0; shape.len()],
-            bytes: vec![0; itemsize],
+            bytes: vec![0; itemsize.min(1)],
         }
     }
 
@@ -181,7 +183,7 @@ pub fn chunked_layout(
     ty: IndexType,
     op: Operator,
 ) -> Result<Layout> {
-    let data = StandIn::new(data_shape, itemsize.min(1));
+    let data = StandIn::new(data_shape, itemsize);
     let one = vec![0u8; ty.itemsize()];
     let zeros = vec![0isize; index_shape.len()];
     let indices = ArrayView {
@@ -553,7 +555,7 @@ pub fn gather_chunks(
 ) -> Result<()> {
     let threads = threads.min(MAX_THREADS);
     let (starts, shape) = bounds(&grid.chunk_sizes)?;
-    let data = StandIn::new(&shape, grid.itemsize.min(1));
+    let data = StandIn::new(&shape, grid.itemsize);
     let (plan, out_bytes) = plan_whole(&data, grid.itemsize, indices, ty, op)?;
     if out.len() != out_bytes {
         return Err(GatherError::InvalidArgument(format!(
