@@ -391,52 +391,70 @@ def run_in_subprocess(body: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
+def static_plugin_diverges(proc: subprocess.CompletedProcess[str], right: str) -> None:
+    """Pass when the plugin run in ``proc`` died of a signal or printed values other than
+    ``right``; skip when it printed ``right``.
+
+    These are memory errors and arithmetic faults inside the plugin's CPU kernels, so whether
+    they kill the process depends on the CPU the kernel was chosen for (and on what lies next
+    to the data): on the AMD EPYC (AVX-512) machines of this project's sessions each one dies,
+    and a CI machine once survived the batch-of-ones case. A run that survives with the right
+    values shows nothing either way, so it is reported as a skip, not as a pass."""
+    if proc.returncode < 0:
+        return
+    assert proc.returncode == 0, outcome(proc)
+    printed = proc.stdout.strip().splitlines()[-1:]
+    if printed == [f"survived {right}"]:
+        pytest.skip(f"the static plugin gave the right values on this CPU: {outcome(proc)}")
+    assert printed and printed[0].startswith("survived "), outcome(proc)
+
+
 def test_divergence_gather_static_zero_size_kills_the_process() -> None:
     """A zero-size Gather input is valid (the result is empty); compiled for static shapes,
     the plugin dies with SIGFPE (with dynamic shapes it returns the empty result)."""
-    proc = run_in_subprocess(
-        """
-        run(np.zeros((2, 3), np.float32), np.zeros((0, 2), np.int32), axis=1)
-        print("survived")
-        """
-    )
-    assert proc.returncode < 0 and "survived" not in proc.stdout, outcome(proc)
     data, idx = np.zeros((2, 3), np.float32), np.zeros((0, 2), np.int32)
     for version in G:
         runtime = run_openvino(version, data, idx, axis=1, dynamic=True)
         assert_same_values(G[version](data, idx, 1, 0), runtime)
         assert runtime.shape == (2, 0, 2)
+    proc = run_in_subprocess(
+        """
+        out = run(np.zeros((2, 3), np.float32), np.zeros((0, 2), np.int32), axis=1)
+        print("survived", out.shape)
+        """
+    )
+    static_plugin_diverges(proc, "(2, 0, 2)")
 
 
 def test_divergence_gather_static_batch_of_ones_kills_the_process() -> None:
     """Gather-7/8 with batch_dims >= 1 where every dimension before axis is 1 (a batch of
     one): compiled for static shapes, the plugin dies with SIGSEGV (dynamic shapes work)."""
-    proc = run_in_subprocess(
-        """
-        run(np.arange(3, dtype=np.float32).reshape(1, 3), np.array([[0, 2]], np.int32), 1, 1)
-        print("survived")
-        """
-    )
-    assert proc.returncode < 0 and "survived" not in proc.stdout, outcome(proc)
     data, idx = np.arange(3, dtype=np.float32).reshape(1, 3), np.array([[0, 2]], np.int32)
     for version in ("Gather-7", "Gather-8"):
         runtime = run_openvino(version, data, idx, axis=1, batch_dims=1, dynamic=True)
         assert_same_values(runtime, np.array([[0.0, 2.0]], np.float32))
         assert_same_values(G[version](data, idx, 1, 1), runtime)
+    proc = run_in_subprocess(
+        """
+        out = run(np.arange(3, dtype=np.float32).reshape(1, 3), np.array([[0, 2]], np.int32), 1, 1)
+        print("survived", out.tolist())
+        """
+    )
+    static_plugin_diverges(proc, "[[0.0, 2.0]]")
 
 
 def test_divergence_gather_8_1d_out_of_range() -> None:
     """Gather-8 defines zeros for an out-of-range index; on 1-D data with few indices the
     plugin reads outside the data instead (here: far enough to be killed by SIGSEGV)."""
+    got = nov.gather_8(np.arange(1, 6, dtype=np.int32), np.array([2**31 - 1, 0], np.int32), 0)
+    assert got.tolist() == [0, 1]
     proc = run_in_subprocess(
         """
         out = run(np.arange(1, 6, dtype=np.int32), np.array([2**31 - 1, 0], np.int32), axis=0)
         print("survived", out.tolist())
         """
     )
-    assert proc.returncode < 0 or "survived [0, 1]" not in proc.stdout, outcome(proc)
-    got = nov.gather_8(np.arange(1, 6, dtype=np.int32), np.array([2**31 - 1, 0], np.int32), 0)
-    assert got.tolist() == [0, 1]
+    static_plugin_diverges(proc, "[0, 1]")
 
 
 def test_gather_nd_5_wraps_negative_indices_like_the_plugin() -> None:
