@@ -13,7 +13,7 @@ use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
 use super::casts::cast_to;
 use super::gateway::{Op, DETACH_MIN_BYTES};
-use crate::{take_rows, take_rows_as, Cast, RowId, MAX_ROW_IDS};
+use crate::{take_rows_in, Cast, RowId, MAX_ROW_BYTES, MAX_ROW_IDS};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
 /// negatives counting from the end), converted to `dtype` if given, if the
@@ -70,7 +70,7 @@ pub(crate) fn try_take_rows<'py>(
     if n_rows == 0
         || count == 0
         || count > MAX_ROW_IDS
-        || count.saturating_mul(out_row) >= DETACH_MIN_BYTES
+        || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
         || !table.is_c_contiguous()
         || !plain_ids(ids)
     {
@@ -86,7 +86,7 @@ pub(crate) fn try_take_rows<'py>(
         let result = new_output(py, &dtype, &shape, count * out_row)?;
         // SAFETY: the array was just made; nothing else refers to its buffer.
         let buf = unsafe { bytes_mut(&result) };
-        return Ok(take(table_bytes, row_bytes, ids, buf, cast).then(|| result.into_any()));
+        return Ok(take(py, table_bytes, row_bytes, ids, buf, cast).then(|| result.into_any()));
     };
     let Ok(target) = check_out(out, &dtype, &shape) else {
         return Ok(None);
@@ -97,7 +97,7 @@ pub(crate) fn try_take_rows<'py>(
     // SAFETY: `target` is C-contiguous and writeable (check_out) and shares
     // no byte with `table` or `ids`, the only other memory read here.
     let buf = unsafe { bytes_mut(&target) };
-    Ok(take(table_bytes, row_bytes, ids, buf, cast).then(|| out.clone()))
+    Ok(take(py, table_bytes, row_bytes, ids, buf, cast).then(|| out.clone()))
 }
 
 /// Whether `ids` is a native, aligned, C-contiguous `int32` or `int64` array:
@@ -114,8 +114,11 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
 }
 
 /// The rows, by ids of their own type, converted by `cast` if given;
-/// whether the row path took them.
+/// whether the row path took them. A result of [`DETACH_MIN_BYTES`] or more
+/// is copied with the GIL released, as the general path's are (the ids are
+/// read and checked before, with it held).
 fn take(
+    py: Python<'_>,
     table: &[u8],
     row_bytes: usize,
     ids: &Bound<'_, PyUntypedArray>,
@@ -123,6 +126,7 @@ fn take(
     cast: Option<Cast>,
 ) -> bool {
     fn typed<I: RowId>(
+        py: Python<'_>,
         table: &[u8],
         row_bytes: usize,
         ids: &Bound<'_, PyUntypedArray>,
@@ -133,19 +137,25 @@ fn take(
         // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
         // array of `I` (kind 'i', this itemsize, native order): `len` bytes
         // of `I`s from its data pointer, alive for this call. The GIL is held
-        // throughout, and `out` shares no byte with it.
+        // while they are read (`take_rows_in` reads them before `run`), and
+        // `out` shares no byte with them.
         let ids = unsafe {
             std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
         };
-        match cast {
-            Some(cast) => take_rows_as(table, row_bytes, ids, out, cast).is_ok(),
-            None => take_rows(table, row_bytes, ids, out).is_ok(),
-        }
+        let detach = out.len() >= DETACH_MIN_BYTES;
+        take_rows_in(table, row_bytes, ids, out, cast, |copy| {
+            if detach {
+                py.detach(copy);
+            } else {
+                copy();
+            }
+        })
+        .is_ok()
     }
     if ids.dtype().itemsize() == 8 {
-        typed::<i64>(table, row_bytes, ids, out, cast)
+        typed::<i64>(py, table, row_bytes, ids, out, cast)
     } else {
-        typed::<i32>(table, row_bytes, ids, out, cast)
+        typed::<i32>(py, table, row_bytes, ids, out, cast)
     }
 }
 

@@ -335,7 +335,8 @@ pub enum Outcome {
     /// Executed: both found the same first bad index.
     OutOfRange,
     /// The row path declined a valid call outside what it takes (no ids,
-    /// more than `MAX_ROW_IDS`, empty rows), its output untouched.
+    /// more than `MAX_ROW_IDS`, rows beyond `MAX_ROW_BYTES`, empty rows), its
+    /// output untouched.
     Declined,
 }
 
@@ -505,7 +506,9 @@ pub fn check_rows(call: &Call) -> Outcome {
         }
         other => panic!("the row path reads no {other:?} ids"),
     };
-    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&ids.shape[0]) && row_bytes > 0;
+    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&ids.shape[0])
+        && row_bytes > 0
+        && ids.shape[0] * row_bytes <= ndgather::MAX_ROW_BYTES;
     let untouched = out.iter().all(|&b| b == UNTOUCHED);
     match (result_reference(call, attrs, &out_shape), got) {
         (Expected::Bytes(want), Ok(())) => {

@@ -1,11 +1,11 @@
 //! `ndgather::take_rows`, the row path a short list of ids takes, over
 //! C-contiguous tables of any row shape and element width, `int32` and
 //! `int64` ids of any value and count (none, a few, and around its limit
-//! of `MAX_ROW_IDS`), against the naive reference of this crate.
+//! of `MAX_ROW_IDS` and around as many as `MAX_ROW_BYTES` of rows), against the naive reference of this crate.
 
 use crate::{check_rows, dim, itemsize, pattern, Array, Exec, Outcome};
 use arbitrary::Unstructured;
-use ndgather::{IndexType, Mode, Validation, MAX_ROW_IDS};
+use ndgather::{IndexType, Mode, Validation, MAX_ROW_BYTES, MAX_ROW_IDS};
 
 /// Turns `bytes` into one call and checks it: how it ended (none if the
 /// bytes make no call).
@@ -28,6 +28,10 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
     let count = match u.int_in_range(0..=15)? {
         0 => u.int_in_range(0..=2 * MAX_ROW_IDS)?,
         1 => MAX_ROW_IDS + u.int_in_range(0..=1)?,
+        2 => {
+            let row_bytes = shape[1..].iter().product::<usize>() * itemsize;
+            (MAX_ROW_BYTES / row_bytes.max(1)).min(2 * MAX_ROW_IDS) + u.int_in_range(0..=1)?
+        }
         _ => u.int_in_range(1..=24)?,
     };
     let Some(data) = contiguous(shape, itemsize) else {
