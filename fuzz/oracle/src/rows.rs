@@ -20,6 +20,10 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
     for _ in 0..u.int_in_range(0..=2)? {
         shape.push(dim(u)?.min(64));
     }
+    let row_bytes = shape[1..]
+        .iter()
+        .try_fold(itemsize, |acc, &n| acc.checked_mul(n))
+        .unwrap_or(usize::MAX);
     let ty = if u.arbitrary()? {
         IndexType::I64
     } else {
@@ -28,12 +32,14 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
     let count = match u.int_in_range(0..=15)? {
         0 => u.int_in_range(0..=2 * MAX_ROW_IDS)?,
         1 => MAX_ROW_IDS + u.int_in_range(0..=1)?,
-        2 => {
-            let row_bytes = shape[1..].iter().product::<usize>() * itemsize;
-            (MAX_ROW_BYTES / row_bytes.max(1)).min(2 * MAX_ROW_IDS) + u.int_in_range(0..=1)?
-        }
+        2 => (MAX_ROW_BYTES / row_bytes.max(1)).min(2 * MAX_ROW_IDS) + u.int_in_range(0..=1)?,
         _ => u.int_in_range(1..=24)?,
     };
+    // The check allocates the output: no larger than the largest table
+    // (a table of no rows may have rows of any width).
+    if count.saturating_mul(row_bytes) > pattern().len() {
+        return Ok(());
+    }
     let Some(data) = contiguous(shape, itemsize) else {
         return Ok(());
     };
