@@ -29,18 +29,25 @@ pub enum Validation {
     WhileCopying,
 }
 
-/// A copy whose cost (see [`Plan::copy_cost`]) is below this, or a
-/// validation reading fewer index bytes, runs on the calling thread. The
-/// caller never waits for a worker to wake ([`for_each_task`]), so a split
-/// only pays for a wake-up call and a few atomics; but each task starts its
-/// own stream of prefetches, and a call of a few hundred random rows is
-/// done about as soon as a worker wakes. Measured on the 2-core EPYC VM
-/// (in-process interleaved A/B, 11-15 rounds, fresh random rows of 512 MiB
-/// and 256 MiB tables): 512 rows of 512 bytes (cost about 360 KiB) even
-/// split or not, 512 rows of int8 widened to float32 0.57x the time and of
-/// bfloat16 0.8x on one thread; 1024 rows of 512 bytes (about 720 KiB)
-/// 0.93x split, 4096 rows of 128 bytes 0.75x split.
-const PARALLEL_MIN_COST: usize = 512 * 1024;
+/// A copy whose cost (see [`Plan::copy_cost`]) is below this runs on the
+/// calling thread. The caller never waits for a worker to wake
+/// ([`for_each_task`]), and waits awake for one still in its last task, so
+/// a split only pays for a wake-up call and a few atomics; but each task
+/// starts its own stream of prefetches, and a call of a few hundred random
+/// rows is done about as soon as a worker wakes. Measured on the 2-core EPYC
+/// VM (in-process, the bounds alternating, 15 rounds, fresh random rows of
+/// 256-512 MiB tables, two threads), 256 KiB against the 512 KiB of before:
+/// 384 and 512 rows of 512 bytes 0.59-0.65x the time, 1,024 rows of 128 and
+/// 256 bytes 0.59-0.84x, 2,000 float32 elements 0.72-0.92x; 600 rows of 128
+/// bytes and 1,000 elements (below both bounds) 0.99-1.05x. 128 KiB was no
+/// better above 256 KiB and lost below it (600 rows of 128 bytes into
+/// `out`: 1.67x). (Before the caller waited awake, 512 rows of 512 bytes
+/// were even split or not, and the bound was 512 KiB.)
+const PARALLEL_MIN_COST: usize = 256 * 1024;
+
+/// A validation pass reading fewer index bytes than this runs on the
+/// calling thread (the bound the copies had when it was measured).
+const VALIDATE_PARALLEL_MIN_BYTES: usize = 512 * 1024;
 
 /// Smallest piece of work one task does (same unit): enough that claiming
 /// it is noise, small enough that a late worker still finds some left.
@@ -296,7 +303,7 @@ impl Plan<'_> {
         let reads = n
             .saturating_mul(self.tuple.len())
             .saturating_mul(self.index_type.itemsize());
-        let bad = if threads <= 1 || reads < PARALLEL_MIN_COST {
+        let bad = if threads <= 1 || reads < VALIDATE_PARALLEL_MIN_BYTES {
             scan(0..n)
         } else {
             // Tasks finish in any order: keep the bad index of the lowest
