@@ -234,8 +234,8 @@ struct Shared {
     state: Mutex<State>,
     /// Signalled when the last helper inside leaves.
     left: Condvar,
-    /// `state.inside`, readable without the lock: the caller spins on it
-    /// before it sleeps on `left`.
+    /// `state.inside`, readable without the lock: the caller watches it
+    /// (see [`SPIN_BEFORE_SLEEP`]) before it sleeps on `left`.
     busy: AtomicUsize,
 }
 
@@ -307,9 +307,9 @@ impl Team {
         state.task = None;
         if state.inside > 0 {
             // A helper is finishing its last task, a few microseconds of
-            // work: wait for it awake (yielding the core). Sleeping on the condition variable
-            // costs a wake-up, tens of microseconds on a VM, which calls of
-            // that size cannot afford.
+            // work: wait for it awake (yielding the core). Sleeping on the
+            // condition variable costs a wake-up, tens of microseconds on a
+            // VM, which calls of that size cannot afford.
             drop(state);
             let start = std::time::Instant::now();
             while self.0.busy.load(Ordering::Acquire) > 0 && start.elapsed() < SPIN_BEFORE_SLEEP {

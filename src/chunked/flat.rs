@@ -184,24 +184,18 @@ pub(super) fn tuple_axes(
         if count > TABLE_MAX {
             return None;
         }
-        // In one pass: `c` is the chunk of the bucket's first position (the
-        // last chunk starting at or before it, as `locate` finds it), `next`
-        // that of `split`.
-        let last = st.len() - 2;
+        // In one pass: `c` is the chunk of the bucket's first position, `next`
+        // that of `split`, each found by walking on from the chunk before.
         let mut c = 0;
         let buckets = (0..count)
             .map(|b| {
-                while c < last && st[c + 1] <= b << shift {
-                    c += 1;
-                }
+                c = chunk_from(st, c, b << shift);
                 let split = st[c + 1];
-                let mut next = c;
-                if split < size {
-                    next = c + 1;
-                    while next < last && st[next + 1] <= split {
-                        next += 1;
-                    }
-                }
+                let next = if split < size {
+                    chunk_from(st, c + 1, split)
+                } else {
+                    c
+                };
                 Bucket {
                     split,
                     lo: id(c),
@@ -584,6 +578,18 @@ fn lines_of(width: usize) -> usize {
     } else {
         w / 64 + 2
     }
+}
+
+/// The chunk of position `pos` of an axis cut at `st` (the last one starting
+/// at or before it, as `locate` finds it), walking on from chunk `from`,
+/// which starts at or before `pos`.
+fn chunk_from(st: &[usize], from: usize, pos: usize) -> usize {
+    let last = st.len() - 2;
+    let mut c = from;
+    while c < last && st[c + 1] <= pos {
+        c += 1;
+    }
+    c
 }
 
 #[cfg(test)]
