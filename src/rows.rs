@@ -14,13 +14,16 @@
 //! Only the plain case is taken: the table's rows contiguous, the ids
 //! `i32` or `i64` counting from the end when negative (what
 //! `gather(table, ids)` and `gather_nd(table, ids[:, None])` mean with
-//! `mode="raise"`). Anything else, and any id out of range, is
+//! `mode="raise"`), or tuples of them into the table's leading axes (what
+//! `gather_nd(table, tuples)` means: a row is then the slice a tuple
+//! names, down to one element). Anything else, and any id out of range, is
 //! [`Declined`]: the caller runs the general path, which gives every
 //! answer and every error its full form.
 
-use smallvec::SmallVec;
+use std::mem::MaybeUninit;
 
 use crate::convert::Cast;
+use crate::copy::copy_small;
 
 /// At most this many ids take the row path; longer lists are planned (they
 /// also split over threads, which this path never does). Their offsets
@@ -106,6 +109,53 @@ pub fn take_rows_in<I: RowId>(
     cast: Option<Cast>,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
+    if row_bytes == 0 || table.len() % row_bytes != 0 {
+        return Err(Declined);
+    }
+    let table = RowTable {
+        bytes: table,
+        batches: 1,
+        dims: &[table.len() / row_bytes],
+        row_bytes,
+    };
+    take_tuples_in(table, ids, out, cast, run)
+}
+
+/// A C-contiguous array as the row path sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct RowTable<'a> {
+    /// Its bytes, every one of them.
+    pub bytes: &'a [u8],
+    /// How many blocks it is, one after the other: GatherND's `batch_dims`
+    /// axes, flattened (1 without them).
+    pub batches: usize,
+    /// The axes of a block that an index tuple names.
+    pub dims: &'a [usize],
+    /// The bytes of a row: the slice past those axes.
+    pub row_bytes: usize,
+}
+
+/// [`take_rows_in`] by tuples of indices (GatherND): `ids` holds one tuple
+/// of `table.dims.len()` indices per row taken, each counting from the end
+/// of its axis when negative, the tuples of each batch (block of the
+/// table) one after the other, as many for each; a row is the slice its
+/// tuple names in its batch's block. With one batch and one axis this is
+/// [`take_rows_in`]: short lists of points, rows or slices, as a service's
+/// request names them, skip the plan too (by callgrind, a 2x2 GatherND by
+/// two pairs: 5,700 instructions a call planned, see `python::rows`).
+pub fn take_tuples_in<I: RowId>(
+    table: RowTable<'_>,
+    ids: &[I],
+    out: &mut [u8],
+    cast: Option<Cast>,
+    run: impl FnOnce(&mut (dyn FnMut() + Send)),
+) -> Result<(), Declined> {
+    let rows = Rows::new(table, ids)?;
+    let RowTable {
+        bytes: table,
+        row_bytes,
+        ..
+    } = table;
     let Some(cast) = cast else {
         // The common widths as constants: the copy of a row becomes a few
         // vector moves instead of a call to `memcpy`, and the prefetch of
@@ -114,12 +164,22 @@ pub fn take_rows_in<I: RowId>(
         // (`python::rows::take`) 1,004 instructions a call before, 691
         // after; the whole call 2,596 before, 2,284 after (with `out=`:
         // 2,374 and 2,062).
+        //
+        // Other widths up to 64 bytes (a GatherND slice of 3 or 15
+        // elements) are two overlapping moves, where `memcpy` cost a
+        // 12-byte row about 30 instructions of call and dispatch.
         let copy = |src: &[u8], dst: &mut [u8]| dst.copy_from_slice(src);
+        let small = |src: &[u8], dst: &mut [u8]| {
+            debug_assert!(src.len() == dst.len() && src.len() <= 64);
+            // SAFETY: two distinct slices of the same length, at most 64.
+            unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+        };
         macro_rules! fixed {
             ($($w:literal)*) => {
                 match row_bytes {
-                    $($w => take_rows_with(table, $w, $w, ids, out, copy, run),)*
-                    _ => take_rows_with(table, row_bytes, row_bytes, ids, out, copy, run),
+                    $($w => take_rows_with(table, &rows, $w, $w, out, copy, run),)*
+                    ..=64 => take_rows_with(table, &rows, row_bytes, row_bytes, out, small, run),
+                    _ => take_rows_with(table, &rows, row_bytes, row_bytes, out, copy, run),
                 }
             };
         }
@@ -136,7 +196,158 @@ pub fn take_rows_in<I: RowId>(
         // slices.
         unsafe { cast.run(src.as_ptr(), dst.as_mut_ptr(), src.len() / from) }
     };
-    take_rows_with(table, row_bytes, out_row, ids, out, convert, run)
+    take_rows_with(table, &rows, row_bytes, out_row, out, convert, run)
+}
+
+/// The ids of a row-path call, checked to describe whole rows of the
+/// table: `dims.len()` ids a row, as many rows for each batch, at most
+/// [`MAX_ROW_IDS`] rows and [`MAX_ROW_BYTES`] of them, and the batches'
+/// blocks of `dims` over `row_bytes` making up the table.
+struct Rows<'a, I> {
+    ids: &'a [I],
+    dims: &'a [usize],
+    /// Tuples a batch, and rows a batch's block.
+    per_batch: usize,
+    block_rows: usize,
+    count: usize,
+}
+
+impl<'a, I: RowId> Rows<'a, I> {
+    fn new(table: RowTable<'a>, ids: &'a [I]) -> Result<Self, Declined> {
+        let RowTable {
+            bytes,
+            batches,
+            dims,
+            row_bytes,
+        } = table;
+        let k = dims.len();
+        let Some(block_rows) = dims.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n)) else {
+            return Err(Declined);
+        };
+        let whole = block_rows
+            .checked_mul(batches)
+            .and_then(|n| n.checked_mul(row_bytes));
+        if k == 0 || row_bytes == 0 || batches == 0 || whole != Some(bytes.len()) {
+            return Err(Declined);
+        }
+        let count = ids.len() / k;
+        if ids.len() % k != 0 || count % batches != 0 {
+            return Err(Declined);
+        }
+        if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > MAX_ROW_BYTES {
+            return Err(Declined);
+        }
+        Ok(Rows {
+            ids,
+            dims,
+            per_batch: count / batches,
+            block_rows,
+            count,
+        })
+    }
+
+    /// Pushes every row's byte offset in the table onto `offsets`, each
+    /// row requested into L2 as it is found; [`Declined`] at the first
+    /// index outside its axis.
+    #[inline(always)]
+    fn offsets(
+        &self,
+        table: &[u8],
+        row_bytes: usize,
+        offsets: &mut Offsets,
+    ) -> Result<(), Declined> {
+        // A function, not a closure, so that it is inlined at each of its
+        // calls with `row_bytes` a constant: a closure called twice was
+        // not, and its prefetch of a row's lines became a loop (by
+        // callgrind, 35 instructions a row more on 512-byte rows).
+        #[inline(always)]
+        fn request(table: &[u8], row_bytes: usize, row: usize, offsets: &mut Offsets) {
+            // The row is in the table (`Rows::new`), so the product is
+            // below `table.len()`.
+            let offset = row * row_bytes;
+            prefetch_to_l2(&table[offset..offset + row_bytes]);
+            offsets.push(offset);
+        }
+        // Row-major over `dims`, a row lies below their product, the rows
+        // of a block; the blocks' rows add up to the table's, so nothing
+        // overflows. Ids and pairs (points) have loops of their own: the
+        // walk over a tuple's axes cost a pair about 20 instructions more.
+        let k = self.dims.len();
+        for (batch, ids) in self.ids.chunks_exact(self.per_batch * k).enumerate() {
+            let base = batch * self.block_rows;
+            match *self.dims {
+                [rows] => {
+                    for id in ids {
+                        request(table, row_bytes, base + resolve(id.get(), rows)?, offsets);
+                    }
+                }
+                [n0, n1] => {
+                    for pair in ids.chunks_exact(2) {
+                        let row = resolve(pair[0].get(), n0)? * n1 + resolve(pair[1].get(), n1)?;
+                        request(table, row_bytes, base + row, offsets);
+                    }
+                }
+                _ => {
+                    for tuple in ids.chunks_exact(k) {
+                        let mut row = 0;
+                        for (id, &n) in tuple.iter().zip(self.dims) {
+                            row = row * n + resolve(id.get(), n)?;
+                        }
+                        request(table, row_bytes, base + row, offsets);
+                    }
+                }
+            }
+        }
+        debug_assert_eq!(offsets.len, self.count);
+        Ok(())
+    }
+}
+
+/// The rows' byte offsets, at most [`MAX_ROW_IDS`], on the stack and left
+/// uninitialised until written: zeroing 4 KiB would cost a one-row call
+/// more than its copy, and a growable `SmallVec`'s push was not inlined
+/// in the loops over tuples (15 instructions a row).
+struct Offsets {
+    at: [MaybeUninit<usize>; MAX_ROW_IDS],
+    len: usize,
+}
+
+impl Offsets {
+    #[inline(always)]
+    fn new() -> Self {
+        Offsets {
+            at: [const { MaybeUninit::uninit() }; MAX_ROW_IDS],
+            len: 0,
+        }
+    }
+
+    /// Appends `offset`; the caller pushes at most [`MAX_ROW_IDS`]
+    /// (`Rows::new` bounds the count), and the index is checked anyway.
+    #[inline(always)]
+    fn push(&mut self, offset: usize) {
+        self.at[self.len].write(offset);
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        // SAFETY: the first `len` entries were written by `push`, and
+        // `MaybeUninit<usize>` has the layout of `usize`.
+        unsafe { std::slice::from_raw_parts(self.at.as_ptr().cast::<usize>(), self.len) }
+    }
+}
+
+/// Index `id` of an axis of `n`, negatives counting from the end, if it
+/// lies in `[-n, n)`.
+#[inline(always)]
+fn resolve(id: i64, n: usize) -> Result<usize, Declined> {
+    // A slice holds fewer than 2^63 bytes, and so an axis fewer entries.
+    let n = n as i64;
+    let at = if id < 0 { id + n } else { id };
+    if (0..n).contains(&at) {
+        Ok(at as usize)
+    } else {
+        Err(Declined)
+    }
 }
 
 /// The row path with `copy` moving each row (`row_bytes` from `table`) to
@@ -145,40 +356,19 @@ pub fn take_rows_in<I: RowId>(
 #[inline(always)]
 fn take_rows_with<I: RowId>(
     table: &[u8],
+    rows: &Rows<'_, I>,
     row_bytes: usize,
     out_row: usize,
-    ids: &[I],
     out: &mut [u8],
     copy: impl Fn(&[u8], &mut [u8]) + Sync,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    if row_bytes == 0
-        || out_row == 0
-        || ids.is_empty()
-        || ids.len() > MAX_ROW_IDS
-        || ids.len().saturating_mul(row_bytes) > MAX_ROW_BYTES
-        || table.len() % row_bytes != 0
-        || Some(out.len()) != ids.len().checked_mul(out_row)
-    {
+    if out_row == 0 || Some(out.len()) != rows.count.checked_mul(out_row) {
         return Err(Declined);
     }
-    // A slice holds fewer than 2^63 bytes.
-    let rows = (table.len() / row_bytes) as i64;
-    // Left uninitialised until pushed: zeroing 4 KiB would cost a one-row
-    // call more than its copy.
-    let mut offsets = SmallVec::<[usize; MAX_ROW_IDS]>::new();
-    for id in ids {
-        let id = id.get();
-        let row = if id < 0 { id + rows } else { id };
-        if !(0..rows).contains(&row) {
-            return Err(Declined);
-        }
-        // In range, so the product is below `table.len()`.
-        let offset = row as usize * row_bytes;
-        prefetch_to_l2(&table[offset..offset + row_bytes]);
-        offsets.push(offset);
-    }
-    let offsets = &offsets;
+    let mut offsets = Offsets::new();
+    rows.offsets(table, row_bytes, &mut offsets)?;
+    let offsets = offsets.as_slice();
     run(&mut || {
         for (dst, &from) in out.chunks_exact_mut(out_row).zip(offsets) {
             copy(&table[from..from + row_bytes], dst);
@@ -319,6 +509,123 @@ mod tests {
         let mut out = vec![0xAA; 2 * 512];
         let got = take_rows_in(&t, 512, &[1i64, 300], &mut out, None, |_| runs += 1);
         assert_eq!((got, runs), (Err(Declined), 1));
+    }
+
+    #[test]
+    fn tuples_name_the_slices_past_their_axes() {
+        // A (5, 4, 3) table of 8-byte elements: pairs name 24-byte rows of
+        // its (20, 24 bytes) view, triples single elements.
+        let t = table(60, 8);
+        for (dims, row_bytes) in [(&[5usize, 4][..], 24), (&[5, 4, 3][..], 8)] {
+            let k = dims.len();
+            let tuples: Vec<Vec<i64>> =
+                vec![vec![0; k], vec![-1; k], vec![4, -4, 2], vec![2, 3, -3]];
+            let ids: Vec<i64> = tuples.iter().flat_map(|t| t[..k].to_vec()).collect();
+            let flat: Vec<i64> = tuples
+                .iter()
+                .map(|t| {
+                    let mut row = 0;
+                    for (&i, &n) in t.iter().zip(dims) {
+                        row = row * n as i64 + if i < 0 { i + n as i64 } else { i };
+                    }
+                    row
+                })
+                .collect();
+            let mut out = vec![0xAA; tuples.len() * row_bytes];
+            let table = RowTable {
+                bytes: &t,
+                batches: 1,
+                dims,
+                row_bytes,
+            };
+            let got = take_tuples_in(table, &ids, &mut out, None, |c| c());
+            assert_eq!(got, Ok(()));
+            assert_eq!(out, naive(&t, row_bytes, &flat));
+        }
+    }
+
+    #[test]
+    fn each_batch_takes_its_tuples_from_its_own_block() {
+        // A (3, 4, 5) table of 8-byte elements, batch_dims=1: 3 blocks of
+        // (4, 5); two pairs a batch name elements, one index a batch rows
+        // of 40 bytes.
+        let t = table(60, 8);
+        let pairs: [i64; 12] = [0, 0, 3, 4, -1, -1, 2, 1, 1, -5, -4, 0];
+        let want: Vec<i64> = vec![0, 19, 20 + 19, 20 + 11, 40 + 5, 40];
+        let mut out = vec![0xAA; 6 * 8];
+        let blocks = RowTable {
+            bytes: &t,
+            batches: 3,
+            dims: &[4, 5],
+            row_bytes: 8,
+        };
+        assert_eq!(
+            take_tuples_in(blocks, &pairs, &mut out, None, |c| c()),
+            Ok(())
+        );
+        assert_eq!(out, naive(&t, 8, &want));
+        let rows = RowTable {
+            dims: &[4],
+            row_bytes: 40,
+            ..blocks
+        };
+        let mut out = vec![0xAA; 3 * 40];
+        let got = take_tuples_in(rows, &[3i64, -4, 1], &mut out, None, |c| c());
+        assert_eq!(got, Ok(()));
+        assert_eq!(out, naive(&t, 40, &[3, 4, 9]));
+        // Tuples that do not split evenly into the batches, or blocks that
+        // do not make up the table: declined.
+        let got = take_tuples_in(rows, &[0i64, 1], &mut out[..80], None, |c| c());
+        assert_eq!(got, Err(Declined));
+        let two = RowTable { batches: 2, ..rows };
+        let got = take_tuples_in(two, &[0i64, 1], &mut out[..80], None, |c| c());
+        assert_eq!(got, Err(Declined));
+        // An index beyond its block's axis but inside the table's rows.
+        let got = take_tuples_in(rows, &[0i64, 4, 0], &mut out, None, |c| c());
+        assert_eq!(got, Err(Declined));
+    }
+
+    #[test]
+    fn each_index_of_a_tuple_is_checked_against_its_own_axis() {
+        // (0, 4) would be row 4 of the 20 rows of a (5, 4) table: still
+        // out of range, as is any index outside its axis anywhere.
+        let t = table(20, 8);
+        for bad in [
+            [0i64, 4],
+            [0, -5],
+            [5, 0],
+            [-6, 0],
+            [i64::MIN, 0],
+            [0, i64::MAX],
+        ] {
+            let mut ids = vec![1i64; 2 * MAX_ROW_IDS];
+            ids[2 * (MAX_ROW_IDS - 1)..].copy_from_slice(&bad);
+            let mut out = vec![0xAA; MAX_ROW_IDS * 8];
+            let table = RowTable {
+                bytes: &t,
+                batches: 1,
+                dims: &[5, 4],
+                row_bytes: 8,
+            };
+            let got = take_tuples_in(table, &ids, &mut out, None, |c| c());
+            assert_eq!(got, Err(Declined));
+            assert!(out.iter().all(|&b| b == 0xAA));
+        }
+        // Dims that do not make up the table, or ids not whole tuples.
+        let mut out = vec![0; 16];
+        let no = |dims: &[usize], ids: &[i64], out: &mut [u8]| {
+            let table = RowTable {
+                bytes: &t,
+                batches: 1,
+                dims,
+                row_bytes: 8,
+            };
+            take_tuples_in(table, ids, out, None, |c| c())
+        };
+        assert_eq!(no(&[5, 3], &[0, 0], &mut out[..8]), Err(Declined));
+        assert_eq!(no(&[5, 4], &[0, 0, 1], &mut out[..8]), Err(Declined));
+        assert_eq!(no(&[], &[], &mut []), Err(Declined));
+        assert_eq!(no(&[5, 4], &[0, 1, 2, 3], &mut out), Ok(()));
     }
 
     #[test]

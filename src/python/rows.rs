@@ -1,8 +1,8 @@
-//! The service path's bindings: a short list of `int32`/`int64` ids taking
-//! whole rows of a C-contiguous table (see the core's `rows`), tried before
-//! the general path and giving way to it at the first thing it does not
-//! take. It raises nothing of its own: every error, in its usual order and
-//! words, comes from the general path.
+//! The service path's bindings: a short list of `int32`/`int64` ids (or
+//! GatherND tuples of them) taking whole rows of a C-contiguous table (see
+//! the core's `rows`), tried before the general path and giving way to it
+//! at the first thing it does not take. It raises nothing of its own:
+//! every error, in its usual order and words, comes from the general path.
 
 use numpy::npyffi;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
@@ -14,7 +14,7 @@ use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
 use super::casts::cast_to;
 use super::gateway::{Op, DETACH_MIN_BYTES};
 use crate::execute::RANDOM_ROW_COST;
-use crate::{num_threads, take_rows_in, Cast, RowId, MAX_ROW_BYTES, MAX_ROW_IDS};
+use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
 /// negatives counting from the end), converted to `dtype` if given, if the
@@ -32,24 +32,32 @@ pub(crate) fn try_take_rows<'py>(
     ) else {
         return Ok(None);
     };
-    let ids_shape = ids.shape();
-    // The axes of the result the ids make: for GatherND, tuples of one index.
-    let lead = match op {
+    let (ids_shape, table_shape) = (ids.shape(), table.shape());
+    // How many leading axes of the table are batch axes (GatherND's
+    // `batch_dims`, the same on the ids) and how many past them an entry
+    // of `ids` indexes (a GatherND tuple's length), and the axes of the
+    // result the ids make.
+    let (b, k, lead) = match op {
         Op::Gather {
             axis: Int64::Fits(0),
             batch_dims: Int64::Fits(0),
-        } => ids_shape,
-        Op::GatherNd {
-            batch_dims: Int64::Fits(0),
-        } if ids_shape.last() == Some(&1) => &ids_shape[..ids_shape.len() - 1],
+        } => (0, 1, ids_shape),
+        &Op::GatherNd {
+            batch_dims: Int64::Fits(b),
+        } => match (usize::try_from(b), ids_shape.split_last()) {
+            (Ok(b), Some((&k, lead))) if k >= 1 && lead.get(..b) == table_shape.get(..b) => {
+                (b, k, lead)
+            }
+            _ => return Ok(None),
+        },
         _ => return Ok(None),
     };
     let data_dtype = table.dtype();
-    let (Some((&n_rows, row_shape)), false) =
-        (table.shape().split_first(), data_dtype.has_object())
-    else {
+    if b.saturating_add(k) > table_shape.len() || data_dtype.has_object() {
         return Ok(None);
-    };
+    }
+    let (batch_shape, rest) = table_shape.split_at(b);
+    let (dims, row_shape) = rest.split_at(k);
     // The result's dtype and the conversion into it; a `dtype` the general
     // path would refuse is left for it to refuse.
     let (cast, dtype) = match dtype.map(|d| cast_to(&data_dtype, d)) {
@@ -60,7 +68,7 @@ pub(crate) fn try_take_rows<'py>(
     let row_bytes = row_shape
         .iter()
         .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n));
-    let count = ids.len();
+    let count = ids.len() / k;
     let Some(row_bytes) = row_bytes else {
         return Ok(None);
     };
@@ -68,7 +76,8 @@ pub(crate) fn try_take_rows<'py>(
         Some(cast) => row_bytes / cast.from().size() * cast.to().size(),
         None => row_bytes,
     };
-    if n_rows == 0
+    if dims.contains(&0)
+        || batch_shape.contains(&0)
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
@@ -83,12 +92,19 @@ pub(crate) fn try_take_rows<'py>(
     // SAFETY: a C-contiguous array's `len * itemsize` bytes lie one after
     // the other from its data pointer, and the array is alive for this call.
     let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr.cast_const(), table_len) };
+    let rows = RowTable {
+        bytes: table_bytes,
+        batches: batch_shape.iter().product(),
+        dims,
+        row_bytes,
+    };
     let py = data.py();
     let Some(out) = out else {
         let result = new_output(py, &dtype, &shape, count * out_row)?;
         // SAFETY: the array was just made; nothing else refers to its buffer.
         let buf = unsafe { bytes_mut(&result) };
-        return Ok(take(py, table_bytes, row_bytes, ids, buf, cast).then(|| result.into_any()));
+        let taken = take(py, rows, ids, buf, cast);
+        return Ok(taken.then(|| result.into_any()));
     };
     let Ok(target) = check_out(out, &dtype, &shape) else {
         return Ok(None);
@@ -99,7 +115,7 @@ pub(crate) fn try_take_rows<'py>(
     // SAFETY: `target` is C-contiguous and writeable (check_out) and shares
     // no byte with `table` or `ids`, the only other memory read here.
     let buf = unsafe { bytes_mut(&target) };
-    Ok(take(py, table_bytes, row_bytes, ids, buf, cast).then(|| out.clone()))
+    Ok(take(py, rows, ids, buf, cast).then(|| out.clone()))
 }
 
 /// Whether a row-path call of `count` rows of `out_row` output bytes is
@@ -129,22 +145,21 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
         && dtype.is_native_byteorder() != Some(false)
 }
 
-/// The rows, by ids of their own type, converted by `cast` if given;
+/// The rows of `table`, by ids (tuples of `table.dims.len()`) of their own
+/// type, converted by `cast` if given;
 /// whether the row path took them. A result of [`DETACH_MIN_BYTES`] or more
 /// is copied with the GIL released, as the general path's are (the ids are
 /// read and checked before, with it held).
 fn take(
     py: Python<'_>,
-    table: &[u8],
-    row_bytes: usize,
+    table: RowTable<'_>,
     ids: &Bound<'_, PyUntypedArray>,
     out: &mut [u8],
     cast: Option<Cast>,
 ) -> bool {
     fn typed<I: RowId>(
         py: Python<'_>,
-        table: &[u8],
-        row_bytes: usize,
+        table: RowTable<'_>,
         ids: &Bound<'_, PyUntypedArray>,
         out: &mut [u8],
         cast: Option<Cast>,
@@ -153,13 +168,13 @@ fn take(
         // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
         // array of `I` (kind 'i', this itemsize, native order): `len` bytes
         // of `I`s from its data pointer, alive for this call. The GIL is held
-        // while they are read (`take_rows_in` reads them before `run`), and
+        // while they are read (`take_tuples_in` reads them before `run`), and
         // `out` shares no byte with them.
         let ids = unsafe {
             std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
         };
         let detach = out.len() >= DETACH_MIN_BYTES;
-        take_rows_in(table, row_bytes, ids, out, cast, |copy| {
+        take_tuples_in(table, ids, out, cast, |copy| {
             if detach {
                 py.detach(copy);
             } else {
@@ -169,9 +184,9 @@ fn take(
         .is_ok()
     }
     if ids.dtype().itemsize() == 8 {
-        typed::<i64>(py, table, row_bytes, ids, out, cast)
+        typed::<i64>(py, table, ids, out, cast)
     } else {
-        typed::<i32>(py, table, row_bytes, ids, out, cast)
+        typed::<i32>(py, table, ids, out, cast)
     }
 }
 

@@ -1,8 +1,9 @@
 """The row path: ``gather(table, ids)`` and ``gather_nd(table, ids[..., None])`` with a short
-list of native ``int32``/``int64`` ids, a C-contiguous table and ``mode="raise"`` skip the
-planner (src/rows.rs). Whatever it takes, it must answer as the general path does: the
-same bytes as NumPy's ``take``, the same errors with the same attributes, ``out`` untouched
-on an error; and what it declines (long lists, large rows, other layouts and index types, an
+list of native ``int32``/``int64`` ids (or ``gather_nd(table, tuples)`` with a short list of
+index tuples), a C-contiguous table and ``mode="raise"`` skip the planner (src/rows.rs).
+Whatever it takes, it must answer as the general path does: the same bytes as NumPy's
+``take`` (or fancy indexing), the same errors with the same attributes, ``out`` untouched on
+an error; and what it declines (long lists, large rows, other layouts and index types, an
 ``out`` over the inputs) must still be right."""
 
 from __future__ import annotations
@@ -42,6 +43,110 @@ def test_rows_by_ids_equal_take(index_dtype: Any, count: int, row: tuple[int, ..
     same_bytes(out, want)
     out = np.full_like(want, 7)
     assert ndgather.gather_nd(data, ids[:, None], out=out) is out
+    same_bytes(out, want)
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("count", [1, 2, 8, 511, 512, 513])
+@pytest.mark.parametrize(
+    ("shape", "k"),
+    [((6, 7), 2), ((6, 7, 3), 2), ((6, 7, 3), 3), ((4, 5, 6, 2), 3), ((2, 3, 4, 5, 6), 4)],
+    ids=lambda v: str(v),
+)
+def test_tuples_equal_fancy_indexing(
+    index_dtype: Any, count: int, shape: tuple[int, ...], k: int
+) -> None:
+    data = table(shape)
+    lead = np.array(shape[:k])
+    ids = RNG.integers(-lead, lead, size=(count, k)).astype(index_dtype)
+    want = data[tuple(ids.T)]
+    same_bytes(ndgather.gather_nd(data, ids), want)
+    out = np.full_like(want, 7)
+    assert ndgather.gather_nd(data, ids, out=out) is out
+    same_bytes(out, want)
+    # Leading axes of the ids lead the result.
+    same_bytes(
+        ndgather.gather_nd(data, ids[:1].reshape(1, 1, k)), want[:1].reshape(1, 1, *want.shape[1:])
+    )
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize(
+    ("bad", "axis"), [((0, 7), 1), ((0, -8), 1), ((6, 0), 0), ((-7, 0), 0), ((1, 2**31 - 1), 1)]
+)
+def test_a_tuple_index_outside_its_axis_raises_as_the_general_path_does(
+    index_dtype: Any, bad: tuple[int, int], axis: int
+) -> None:
+    # (0, 7) names element 7 of the flattened (6, 7) table, which exists: each index is
+    # checked against its own axis, not the tuple against the table.
+    data = table((6, 7, 2))
+    ids = np.zeros((40, 2), dtype=index_dtype)
+    ids[17] = bad
+    general = np.repeat(ids, 2, axis=0)[::2]  # strided: the general path takes it
+    with pytest.raises(ndgather.GatherIndexError) as expected:
+        ndgather.gather_nd(data, general)
+    for out in (None, np.full((40, 2), 7, dtype=np.float32)):
+        with pytest.raises(ndgather.GatherIndexError) as got:
+            ndgather.gather_nd(data, ids, out=out)
+        assert str(got.value) == str(expected.value)
+        assert got.value.position == expected.value.position == (17, axis)
+        assert got.value.value == bad[axis] and got.value.axis == axis
+        assert out is None or (out == 7).all(), "out written before the error"
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize(
+    ("shape", "b", "k", "per_batch"),
+    [
+        ((30, 2, 100, 35), 2, 1, 3),  # OpenVINO GatherND-8 example 2
+        ((8, 50, 60, 3), 1, 2, 20),
+        ((4, 5, 6, 7), 1, 3, 128),  # 512 tuples: the bound
+        ((4, 5, 6, 7), 1, 3, 129),  # beyond it
+        ((3, 4, 5), 2, 1, 1),
+    ],
+)
+def test_batched_tuples_equal_a_loop_over_the_batches(
+    index_dtype: Any, shape: tuple[int, ...], b: int, k: int, per_batch: int
+) -> None:
+    data = table(shape)
+    batch, lead = shape[:b], np.array(shape[b : b + k])
+    ids = RNG.integers(-lead, lead, size=(*batch, per_batch, k)).astype(index_dtype)
+    want = np.stack([data[p][tuple(ids[p].reshape(-1, k).T)] for p in np.ndindex(*batch)]).reshape(
+        *batch, per_batch, *shape[b + k :]
+    )
+    same_bytes(ndgather.gather_nd(data, ids, batch_dims=b), want)
+    out = np.full_like(want, 7)
+    assert ndgather.gather_nd(data, ids, batch_dims=b, out=out) is out
+    same_bytes(out, want)
+    # An index outside its axis in the last batch: the general path's error, out untouched.
+    bad = ids.copy()
+    bad[(*(n - 1 for n in batch), per_batch - 1, k - 1)] = shape[b + k - 1]
+    with pytest.raises(ndgather.GatherIndexError) as expected:
+        ndgather.gather_nd(data, np.repeat(bad, 2, axis=-1)[..., ::2], batch_dims=b)
+    out = np.full_like(want, 7)
+    with pytest.raises(ndgather.GatherIndexError) as got:
+        ndgather.gather_nd(data, bad, batch_dims=b, out=out)
+    assert str(got.value) == str(expected.value)
+    assert got.value.position == expected.value.position
+    assert (out == 7).all(), "out written before the error"
+
+
+def test_batch_axes_that_differ_are_refused_as_before() -> None:
+    data = table((3, 4, 5))
+    with pytest.raises(ValueError) as got:
+        ndgather.gather_nd(data, np.zeros((2, 1, 1), dtype=np.int64), batch_dims=1)
+    with pytest.raises(ValueError) as expected:
+        ndgather.gather_nd(data, np.zeros((2, 1, 2), dtype=np.int64)[..., ::2], batch_dims=1)
+    assert str(got.value) == str(expected.value)
+
+
+def test_tuples_convert_on_their_way() -> None:
+    data = table((9, 10, 4), np.float16)
+    ids = np.array([[8, -1], [0, 0], [-9, 5]], dtype=np.int64)
+    want = data[tuple(ids.T)].astype(np.float32)
+    same_bytes(ndgather.gather_nd(data, ids, dtype=np.float32), want)
+    out = np.full_like(want, 7)
+    ndgather.gather_nd(data, ids, out=out, dtype=np.float32)
     same_bytes(out, want)
 
 

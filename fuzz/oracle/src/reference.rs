@@ -471,44 +471,67 @@ fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
     }
 }
 
-/// Runs `call` (`gather` on axis 0 with `mode="raise"` from a C-contiguous
-/// table, by C-contiguous `int32` or `int64` ids: what the row path serves)
-/// through `ndgather::take_rows` and checks it against the references: the
+/// Runs `call` (with `mode="raise"` from a C-contiguous table, by
+/// C-contiguous `int32` or `int64` ids: what the row path serves) through
+/// `ndgather::take_tuples_in` and checks it against the references: the
 /// reference's bytes; or, declined with the output untouched, a bad index
-/// the reference finds too, or a call the path does not take.
+/// the reference finds too, or a call the path does not take. With
+/// one-dimensional ids, the call is `gather` on axis 0 (the ids name
+/// rows); with ids of shape `(count, k)`, `gather_nd` by tuples of `k`
+/// indices into the table's first `k` axes; with ids of shape
+/// `(batches, count, k)`, the same with `batch_dims=1`.
 pub fn check_rows(call: &Call) -> Outcome {
     if std::env::var_os("NDGATHER_FUZZ_DEBUG").is_some() {
         eprintln!("rows {}", call.describe());
     }
-    let op = Op::Gather {
-        axis: 0,
-        batch_dims: 0,
+    let (data, ids) = (&call.data, &call.indices);
+    let (op, b, k) = match ids.shape[..] {
+        [_] => (
+            Op::Gather {
+                axis: 0,
+                batch_dims: 0,
+            },
+            0,
+            1,
+        ),
+        [_, k] => (Op::GatherNd { batch_dims: 0 }, 0, k),
+        [_, _, k] => (Op::GatherNd { batch_dims: 1 }, 1, k),
+        _ => panic!("the row generator made ids of rank {}", ids.shape.len()),
     };
     let (Planned::Ok { out_shape }, _, Some(attrs)) = plan_reference(call, op) else {
         panic!("the row generator made a call the reference refuses");
     };
-    let (data, ids) = (&call.data, &call.indices);
-    let row_bytes = data.shape[1..].iter().product::<usize>() * data.itemsize;
-    let table = &data.bytes[data.offset..][..data.shape[0] * row_bytes];
+    let batches = data.shape[..b].iter().product::<usize>();
+    let (dims, row_shape) = data.shape[b..].split_at(k);
+    let row_bytes = row_shape.iter().product::<usize>() * data.itemsize;
+    let len = batches * dims.iter().product::<usize>() * row_bytes;
+    let table = ndgather::RowTable {
+        bytes: &data.bytes[data.offset..][..len],
+        batches,
+        dims,
+        row_bytes,
+    };
+    let count = ids.shape.iter().product::<usize>() / k;
     let values = ids.bytes[ids.offset..]
         .chunks_exact(ids.itemsize)
-        .take(ids.shape[0])
+        .take(count * k)
         .map(|b| load(call.index_type, b));
-    let mut out = vec![UNTOUCHED; ids.shape[0] * row_bytes];
+    let mut out = vec![UNTOUCHED; count * row_bytes];
+    let run = |copy: &mut (dyn FnMut() + Send)| copy();
     let got = match call.index_type {
         IndexType::I32 => {
             let ids: Vec<i32> = values.map(|v| v as i32).collect();
-            ndgather::take_rows(table, row_bytes, &ids, &mut out)
+            ndgather::take_tuples_in(table, &ids, &mut out, None, run)
         }
         IndexType::I64 => {
             let ids: Vec<i64> = values.map(|v| v as i64).collect();
-            ndgather::take_rows(table, row_bytes, &ids, &mut out)
+            ndgather::take_tuples_in(table, &ids, &mut out, None, run)
         }
         other => panic!("the row path reads no {other:?} ids"),
     };
-    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&ids.shape[0])
+    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&count)
         && row_bytes > 0
-        && ids.shape[0] * row_bytes <= ndgather::MAX_ROW_BYTES;
+        && count * row_bytes <= ndgather::MAX_ROW_BYTES;
     let untouched = out.iter().all(|&b| b == UNTOUCHED);
     match (result_reference(call, attrs, &out_shape), got) {
         (Expected::Bytes(want), Ok(())) => {

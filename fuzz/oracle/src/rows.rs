@@ -1,7 +1,9 @@
-//! `ndgather::take_rows`, the row path a short list of ids takes, over
-//! C-contiguous tables of any row shape and element width, `int32` and
-//! `int64` ids of any value and count (none, a few, and around its limit
-//! of `MAX_ROW_IDS` and around as many as `MAX_ROW_BYTES` of rows), against the naive reference of this crate.
+//! `ndgather::take_tuples_in`, the row path a short list of ids (or of
+//! GatherND index tuples) takes, over C-contiguous tables of any row shape
+//! and element width, `int32` and `int64` ids of any value and count
+//! (none, a few, and around its limit of `MAX_ROW_IDS` and around as many
+//! as `MAX_ROW_BYTES` of rows), tuples of one index up to the table's
+//! rank, against the naive reference of this crate.
 
 use crate::{check_rows, dim, itemsize, pattern, Array, Exec, Outcome};
 use arbitrary::Unstructured;
@@ -15,12 +17,29 @@ pub fn run(bytes: &[u8]) -> Vec<Outcome> {
 
 fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary::Result<()> {
     let itemsize = itemsize(u)?;
+    // `gather` (one-dimensional ids), `gather_nd` by tuples of `k`, or
+    // `gather_nd` with `batch_dims=1` (a leading axis of `batches` on
+    // the table and on the ids).
+    let (nd, b) = match u.int_in_range(0..=3)? {
+        0 | 1 => (false, 0),
+        2 => (true, 0),
+        _ => (true, 1),
+    };
+    let batches = u.int_in_range(1..=4)?;
     let rows = u.int_in_range(0..=48)?;
-    let mut shape = vec![rows];
+    let mut shape = vec![batches; b];
+    shape.push(rows);
     for _ in 0..u.int_in_range(0..=2)? {
         shape.push(dim(u)?.min(64));
     }
-    let row_bytes = shape[1..]
+    // How many axes past the batch an entry of the ids indexes: 1 for
+    // `gather`, 1 up to the rest of the rank for `gather_nd`.
+    let k = if nd {
+        u.int_in_range(1..=shape.len() - b)?
+    } else {
+        1
+    };
+    let row_bytes = shape[b + k..]
         .iter()
         .try_fold(itemsize, |acc, &n| acc.checked_mul(n))
         .unwrap_or(usize::MAX);
@@ -35,6 +54,9 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
         2 => (MAX_ROW_BYTES / row_bytes.max(1)).min(2 * MAX_ROW_IDS) + u.int_in_range(0..=1)?,
         _ => u.int_in_range(1..=24)?,
     };
+    // With a batch axis, `count` tuples for each batch.
+    let per_batch = count;
+    let count = count * if b == 1 { batches } else { 1 };
     // The check allocates the output: no larger than the largest table
     // (a table of no rows may have rows of any width).
     if count.saturating_mul(row_bytes) > pattern().len() {
@@ -43,11 +65,11 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
     let Some(data) = contiguous(shape, itemsize) else {
         return Ok(());
     };
-    // Mostly in range, so that long lists get through too; the edges and
-    // anything else now and then.
-    let s = rows as i64;
-    let mut bytes = Vec::with_capacity(count * ty.itemsize());
-    for _ in 0..count {
+    // Mostly in range (each index of its own axis), so that long lists get
+    // through too; the edges and anything else now and then.
+    let axes = data.shape[b..b + k].to_vec();
+    let mut bytes = Vec::with_capacity(count * k * ty.itemsize());
+    for s in (0..count).flat_map(|_| axes.iter().map(|&n| n as i64)) {
         let v: i64 = match u.int_in_range(0..=199)? {
             0 => u.arbitrary()?,
             1 => s,
@@ -60,11 +82,16 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
             _ => bytes.extend_from_slice(&v.to_ne_bytes()),
         }
     }
+    let ids_shape = match (nd, b) {
+        (false, _) => vec![count],
+        (true, 0) => vec![count, k],
+        _ => vec![batches, per_batch, k],
+    };
     let indices = Array {
         bytes,
         offset: 0,
-        shape: vec![count],
-        strides: vec![ty.itemsize() as isize],
+        strides: c_strides(&ids_shape, ty.itemsize()),
+        shape: ids_shape,
         itemsize: ty.itemsize(),
     };
     let exec = Exec {
@@ -85,12 +112,7 @@ fn contiguous(shape: Vec<usize>, itemsize: usize) -> Option<Array> {
         .iter()
         .try_fold(itemsize, |acc, &n| acc.checked_mul(n))?;
     let bytes = pattern().get(..len)?.to_vec();
-    let mut strides = vec![0isize; shape.len()];
-    let mut step = itemsize;
-    for (s, &n) in strides.iter_mut().zip(&shape).rev() {
-        *s = step as isize;
-        step *= n.max(1);
-    }
+    let strides = c_strides(&shape, itemsize);
     Some(Array {
         bytes,
         offset: 0,
@@ -98,4 +120,16 @@ fn contiguous(shape: Vec<usize>, itemsize: usize) -> Option<Array> {
         strides,
         itemsize,
     })
+}
+
+/// The strides of a C-contiguous array of `shape` (an empty axis counted as
+/// one, so that no stride is zero).
+fn c_strides(shape: &[usize], itemsize: usize) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut step = itemsize;
+    for (s, &n) in strides.iter_mut().zip(shape).rev() {
+        *s = step as isize;
+        step *= n.max(1);
+    }
+    strides
 }
