@@ -70,6 +70,73 @@ fn first_bad_index_is_reported_whatever_the_threads() {
     }
 }
 
+/// An `out=` call of a few thousand rows from a `data` beyond the caches:
+/// its row offsets are computed by several tasks before any byte is copied.
+/// Every mode gives the naive result, and a bad index anywhere is reported
+/// as the first in C order with `out` untouched, whatever the thread count.
+#[test]
+fn out_offsets_computed_by_several_threads_are_exact() {
+    let (rows, width, n) = (65_536usize, 128usize, 3_000usize);
+    let data: Vec<u8> = (0..rows * width).map(|i| (i % 253) as u8).collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[rows, width],
+        strides: &[width as isize, 1],
+        itemsize: 1,
+    };
+    let mut rng = Rng(11);
+    let good: Vec<i64> = (0..n).map(|_| rng.below(rows) as i64).collect();
+    let bytes = |ids: &[i64]| -> Vec<u8> { ids.iter().flat_map(|v| v.to_ne_bytes()).collect() };
+    let want: Vec<u8> = good
+        .iter()
+        .flat_map(|&r| data[r as usize * width..(r as usize + 1) * width].to_vec())
+        .collect();
+    let mut bad = good.clone();
+    let first = n / 3 + 7;
+    for at in [n - 1, first, n * 2 / 3] {
+        bad[at] = rows as i64 + at as i64;
+    }
+    for threads in [1, 2, 4] {
+        let ib = bytes(&good);
+        let i = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &[n],
+            strides: &[8],
+            itemsize: 8,
+        };
+        let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+        for mode in MODES {
+            let mut out = vec![0u8; plan.out_bytes()];
+            plan.execute(mode, &mut out, Validation::BeforeWriting, threads)
+                .unwrap();
+            assert!(out == want, "{mode:?}, {threads} threads");
+        }
+        let ib = bytes(&bad);
+        let i = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &[n],
+            strides: &[8],
+            itemsize: 8,
+        };
+        let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+        let mut out = vec![0xA5u8; plan.out_bytes()];
+        match plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads) {
+            Err(GatherError::IndexOutOfRange(e)) => assert_eq!(
+                (e.value, e.position.as_slice()),
+                ((rows + first) as i128, &[first][..])
+            ),
+            other => panic!("{threads} threads: {other:?}"),
+        }
+        assert!(
+            out.iter().all(|&b| b == 0xA5),
+            "out= written before the error"
+        );
+    }
+}
+
 #[test]
 fn large_parallel_gather_equals_serial() {
     let rows = 50_000usize;
