@@ -8,6 +8,7 @@ mod cells;
 mod chunked;
 mod dequantize;
 mod errors;
+mod fastcall;
 mod gateway;
 mod objects;
 mod prepared;
@@ -16,7 +17,10 @@ mod rows;
 use pyo3::prelude::*;
 
 use args::Int64;
+use fastcall::{extract_or, optional, Signature};
 use gateway::{IndexRules, Op};
+use pyo3::ffi;
+use pyo3::sync::PyOnceLock;
 
 use crate::{GatherError, Operator};
 
@@ -117,6 +121,87 @@ fn gather_py<'py>(
         out,
         dtype,
     )
+}
+
+/// The parameters of `gather_nd`, as its `#[pyfunction]` declares them.
+static GATHER_ND_ARGS: Signature = Signature {
+    name: "gather_nd",
+    positional: &["data", "indices", "batch_dims"],
+    required: 2,
+    keyword_only: &["mode", "out", "dtype"],
+    interned: PyOnceLock::new(),
+};
+
+/// The parameters of `gather`, as its `#[pyfunction]` declares them.
+static GATHER_ARGS: Signature = Signature {
+    name: "gather",
+    positional: &["data", "indices", "axis", "batch_dims"],
+    required: 2,
+    keyword_only: &["mode", "out", "dtype"],
+    interned: PyOnceLock::new(),
+};
+
+/// The registered `gather_nd`: its arguments read by `fastcall`, then
+/// [`gather_nd_py`].
+///
+/// # Safety
+/// Called by CPython's vectorcall convention (see [`Signature::parse`]).
+unsafe fn gather_nd_fast(
+    py: Python<'_>,
+    _module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: forwarded from the caller.
+    let [data, indices, batch_dims, mode, out, dtype, ..] =
+        unsafe { GATHER_ND_ARGS.parse(py, args, nargs, kwnames)? };
+    let (Some(data), Some(indices)) = (data, indices) else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "gather_nd() missing data or indices",
+        ));
+    };
+    gather_nd_py(
+        &data,
+        &indices,
+        extract_or(batch_dims, "batch_dims", Int64::Fits(0))?,
+        extract_or(mode, "mode", "raise")?,
+        optional(out).as_deref(),
+        optional(dtype).as_deref(),
+    )
+    .map(Bound::into_ptr)
+}
+
+/// The registered `gather`: its arguments read by `fastcall`, then
+/// [`gather_py`].
+///
+/// # Safety
+/// Called by CPython's vectorcall convention (see [`Signature::parse`]).
+unsafe fn gather_fast(
+    py: Python<'_>,
+    _module: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    // SAFETY: forwarded from the caller.
+    let [data, indices, axis, batch_dims, mode, out, dtype, ..] =
+        unsafe { GATHER_ARGS.parse(py, args, nargs, kwnames)? };
+    let (Some(data), Some(indices)) = (data, indices) else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "gather() missing data or indices",
+        ));
+    };
+    gather_py(
+        &data,
+        &indices,
+        extract_or(axis, "axis", Int64::Fits(0))?,
+        extract_or(batch_dims, "batch_dims", Int64::Fits(0))?,
+        extract_or(mode, "mode", "raise")?,
+        optional(out).as_deref(),
+        optional(dtype).as_deref(),
+    )
+    .map(Bound::into_ptr)
 }
 
 /// `gather_nd` with an operator version's index rules, for the opset
@@ -312,8 +397,25 @@ fn out_of_range_error_py<'py>(
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(gather_nd_py, m)?)?;
-    m.add_function(wrap_pyfunction!(gather_py, m)?)?;
+    // PyO3's trampoline (panics to exceptions) around each fast parser.
+    fastcall::add(
+        m,
+        &wrap_pyfunction!(gather_nd_py, m)?,
+        &GATHER_ND_ARGS,
+        pyo3::impl_::trampoline::get_trampoline_function!(
+            fastcall_cfunction_with_keywords,
+            gather_nd_fast
+        ),
+    )?;
+    fastcall::add(
+        m,
+        &wrap_pyfunction!(gather_py, m)?,
+        &GATHER_ARGS,
+        pyo3::impl_::trampoline::get_trampoline_function!(
+            fastcall_cfunction_with_keywords,
+            gather_fast
+        ),
+    )?;
     m.add_function(wrap_pyfunction!(gather_nd_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(gather_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;
