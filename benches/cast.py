@@ -41,7 +41,7 @@ from report import (
     update_doc,
 )
 from service import llc_bytes
-from timing import calls_per_sample, settle
+from timing import calls_per_sample, keep_resident, settle
 
 SOURCES = {
     "float16": np.dtype(np.float16),
@@ -135,6 +135,7 @@ def run_case(
     samples: dict[str, list[float]] = {n: [] for n in timers}
     names = list(timers)
     for r in range(rounds):
+        keep_resident(t[narrow], t["float32"])
         shift = r % len(names)
         for n in names[shift:] + names[:shift]:
             settle(SETTLE_S)

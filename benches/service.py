@@ -74,7 +74,7 @@ from report import (
     update_doc,
 )
 from report import limit as report_limit
-from timing import calls_per_sample, settle
+from timing import calls_per_sample, keep_resident, settle
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
 QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
@@ -311,6 +311,7 @@ def run_case(
         per_sample[n] = calls_per_sample(timers[n], min_sample_s)
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
+        keep_resident(table)
         shift = r % len(names)
         for n in names[shift:] + names[:shift]:
             settle(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
@@ -326,6 +327,7 @@ def run_case(
     }
     lat: dict[str, list[int]] = {c.name: [] for c in cands}
     for r in range(rounds):
+        keep_resident(table)
         shift = r % len(cands)
         for c in cands[shift:] + cands[:shift]:
             settle(SETTLE_S)
