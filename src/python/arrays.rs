@@ -155,19 +155,23 @@ unsafe fn new_array<'py>(
     shape: &[usize],
     data: *mut std::ffi::c_void,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    // On the stack for any common rank: no malloc and free per call.
-    let mut dims: smallvec::SmallVec<[npyffi::npy_intp; 8]> =
-        shape.iter().map(|&n| n as npyffi::npy_intp).collect();
+    // The shape is passed as NumPy's `npy_intp` (isize) dimensions in place,
+    // without a copy: the same size and alignment as usize, and NumPy only
+    // reads them (`npy_intp const *dims`, copied into the array). A size
+    // above isize::MAX would read as negative, which NumPy refuses with a
+    // ValueError; no shape of a result gets there (its bytes fit memory).
+    const _: () = assert!(size_of::<usize>() == size_of::<npyffi::npy_intp>());
+    let dims = shape.as_ptr().cast::<npyffi::npy_intp>().cast_mut();
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
-    // `into_dtype_ptr` hands over; dims has `nd` entries; null strides ask
-    // for C order; `data` as the caller guarantees.
+    // `into_dtype_ptr` hands over; `dims` has `shape.len()` entries, read
+    // only; null strides ask for C order; `data` as the caller guarantees.
     unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
             npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
             dtype.clone().into_dtype_ptr(),
-            dims.len() as c_int,
-            dims.as_mut_ptr(),
+            shape.len() as c_int,
+            dims,
             std::ptr::null_mut(),
             data,
             // With null data NumPy reads any nonzero flags as "Fortran
