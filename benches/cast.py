@@ -213,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny tables, 2 rounds (CI)")
     p.add_argument(
-        "--rounds", type=int, default=None, help="interleaved rounds (default 9, quick 2)"
+        "--rounds", type=int, default=None, help="interleaved rounds (default 15, quick 2)"
     )
     p.add_argument("--min-sample-time", type=float, default=0.005)
     p.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--allow-dirty", action="store_true", help="record a run of a dirty tree in --doc"
     )
     args = p.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 9)
+    rounds = args.rounds or (2 if args.quick else 15)
     if args.doc and (args.sources or args.batches):
         p.error("--doc records the whole table: not with --sources or --batches")
     try:
