@@ -150,6 +150,24 @@ def run_case(
     return record
 
 
+def paired_ratio(candidates: dict[str, Any], subject: str) -> Any:
+    """The ratio of ``subject`` to another candidate: the median over rounds of their ratio
+    within each round (the two samples of a round are timed milliseconds apart). The shared
+    VM slows down and speeds up over seconds to minutes, and a median taken of each
+    candidate's samples apart turns such a drift into a ratio: in one run the 1-id
+    ``bfloat16`` case came out 1.27x the float32 table by medians (every 1-id time 20-60%
+    above a quiet run's) and 1.14x paired; in one process, interleaving 5,000-call samples
+    of seven ways to call, medians put a ``bfloat16`` 1-id cast 1.20x the float32 gather
+    where the paired ratio was 1.00x."""
+    mine = candidates[subject]["samples_s"]
+
+    def ratio(other: str) -> float:
+        theirs = candidates[other]["samples_s"]
+        return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
+
+    return ratio
+
+
 def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     head = [
         "source",
@@ -179,6 +197,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         c = {k: v["median_s"] for k, v in rec["candidates"].items()}
         me = c["ndgather dtype=float32"]
         torch_t = c.get("torch index_select().to()")
+        ratio = paired_ratio(rec["candidates"], "ndgather dtype=float32")
         out.append(
             [
                 rec["source"],
@@ -188,9 +207,9 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 fmt_seconds(c["ndgather float32 table"]),
                 fmt_seconds(c["np.take().astype()"]),
                 fmt_seconds(torch_t) if torch_t else "-",
-                f"{me / c['ndgather float32 table']:.2f}x",
-                f"{me / c['np.take().astype()']:.2f}x",
-                f"{me / torch_t:.2f}x" if torch_t else "-",
+                f"{ratio('ndgather float32 table'):.2f}x",
+                f"{ratio('np.take().astype()'):.2f}x",
+                f"{ratio('torch index_select().to()'):.2f}x" if torch_t else "-",
             ]
         )
     return head, out
@@ -201,7 +220,8 @@ def markdown(results: dict[str, Any]) -> str:
     machine = results["machine"]
     return "\n\n".join(
         [
-            f"Median per call over {results['rounds']} interleaved rounds; ndgather threads: "
+            f"Median per call over {results['rounds']} interleaved rounds (ratios: the median "
+            "over rounds of the ratio within a round); ndgather threads: "
             f"{results['threads']}; commit {machine.get('git_commit') or '?'}. Command: "
             f"`{results['command']}`. Machine: {describe_machine(machine)}.",
             markdown_table(head, body),
