@@ -97,6 +97,7 @@ bench-quick:
 	$(PYTHON) benches/cast.py --quick
 	$(PYTHON) benches/prepared.py --quick
 	$(PYTHON) benches/quantized.py --quick
+	$(PYTHON) benches/zarr_floor.py --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
