@@ -111,7 +111,9 @@ def test_argument_errors_are_pythons(
         globals()[name](*args, **kwargs)
     with pytest.raises(TypeError) as got:
         getattr(ndgather, name)(*args, **kwargs)
-    assert str(got.value) == str(want.value)
+    # Python 3.13 adds a guess at the name meant ("... 'axes'. Did you mean 'axis'?"),
+    # as PyO3 does not.
+    assert str(got.value) == re.sub(r"\. Did you mean '\w+'\?$", "", str(want.value))
 
 
 def test_keyword_names_by_value() -> None:
