@@ -20,14 +20,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCFunction, PyString, PyTuple};
 
-/// The parameters of a function, as a Python signature lists them.
+/// The parameters of a function, as a Python signature lists them: the
+/// first [`REQUIRED`] positional ones (`data`, `indices`) have no default,
+/// every other one has.
 pub(crate) struct Signature {
     /// The function's name, for error messages.
     pub name: &'static str,
     /// Positional-or-keyword parameters, in order.
     pub positional: &'static [&'static str],
-    /// How many of `positional` have no default.
-    pub required: usize,
     /// Keyword-only parameters.
     pub keyword_only: &'static [&'static str],
     /// Every name of `positional` then `keyword_only`, interned, made once.
@@ -37,9 +37,20 @@ pub(crate) struct Signature {
 /// At most this many parameters (`gather` has 7).
 pub(crate) const MAX_PARAMS: usize = 8;
 
+/// How many positional parameters come first without a default.
+const REQUIRED: usize = 2;
+
 /// One slot per parameter, in the order of the signature: `None` where
 /// the call passed nothing.
-pub(crate) type Slots<'a, 'py> = [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS];
+type Slots<'a, 'py> = [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS];
+
+/// A call's arguments: the required two, then a slot for each parameter
+/// after them, in the signature's order (`None` where nothing was passed).
+pub(crate) struct Parsed<'a, 'py> {
+    pub data: Borrowed<'a, 'py, PyAny>,
+    pub indices: Borrowed<'a, 'py, PyAny>,
+    pub rest: [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS - REQUIRED],
+}
 
 impl Signature {
     fn names(&self) -> impl Iterator<Item = &'static str> {
@@ -81,7 +92,7 @@ impl Signature {
         args: *const *mut ffi::PyObject,
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
-    ) -> PyResult<Slots<'a, 'py>> {
+    ) -> PyResult<Parsed<'a, 'py>> {
         debug_assert!(self.positional.len() + self.keyword_only.len() <= MAX_PARAMS);
         let mut slots: Slots<'a, 'py> = [None; MAX_PARAMS];
         let nargs = usize::try_from(nargs).unwrap_or(0);
@@ -89,7 +100,7 @@ impl Signature {
             return Err(PyTypeError::new_err(format!(
                 "{}() takes from {} to {} positional arguments but {} were given",
                 self.name,
-                self.required,
+                REQUIRED,
                 self.positional.len(),
                 nargs
             )));
@@ -123,16 +134,22 @@ impl Signature {
                 }
             }
         }
-        if slots[..self.required].iter().any(Option::is_none) {
+        let (Some(data), Some(indices)) = (slots[0], slots[1]) else {
             return Err(self.missing(&slots));
-        }
-        Ok(slots)
+        };
+        let mut rest = [None; MAX_PARAMS - REQUIRED];
+        rest.copy_from_slice(&slots[REQUIRED..]);
+        Ok(Parsed {
+            data,
+            indices,
+            rest,
+        })
     }
 
     /// The `TypeError` for required arguments missing from `slots`.
     #[cold]
     fn missing(&self, slots: &Slots<'_, '_>) -> PyErr {
-        let missing: Vec<String> = self.positional[..self.required]
+        let missing: Vec<String> = self.positional[..REQUIRED]
             .iter()
             .zip(slots)
             .filter(|(_, s)| s.is_none())
@@ -204,17 +221,17 @@ pub(crate) fn add(
     meth: Fastcall,
 ) -> PyResult<()> {
     signature.interned(m.py());
-    let name: String = documented.getattr("__name__")?.extract()?;
+    let name = documented.getattr("__name__")?.cast_into::<PyString>()?;
     let text_signature: String = documented.getattr("__text_signature__")?.extract()?;
     let doc: String = documented.getattr("__doc__")?.extract()?;
     // CPython reads a builtin's `__text_signature__` from the head of its
     // docstring: "name(...)\n--\n\n".
     let doc = CString::new(format!("{name}{text_signature}\n--\n\n{doc}"))?;
-    let name = CString::new(name)?;
+    let c_name = CString::new(name.to_str()?)?;
     // The definition must live as long as the function object, which may
     // be kept past the module's life: made once per import, never freed.
     let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: Box::leak(name.into_boxed_c_str()).as_ptr(),
+        ml_name: Box::leak(c_name.into_boxed_c_str()).as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: meth,
         },
@@ -232,8 +249,5 @@ pub(crate) fn add(
             ffi::PyCFunction_NewEx(def, m.as_ptr(), module_name.as_ptr()),
         )?
     };
-    m.add(
-        documented.getattr("__name__")?.cast_into::<PyString>()?,
-        function,
-    )
+    m.add(name, function)
 }

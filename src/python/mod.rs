@@ -17,7 +17,7 @@ mod rows;
 use pyo3::prelude::*;
 
 use args::Int64;
-use fastcall::{extract_or, optional, Signature};
+use fastcall::{extract_or, optional, Parsed, Signature};
 use gateway::{IndexRules, Op};
 use pyo3::ffi;
 use pyo3::sync::PyOnceLock;
@@ -127,7 +127,6 @@ fn gather_py<'py>(
 static GATHER_ND_ARGS: Signature = Signature {
     name: "gather_nd",
     positional: &["data", "indices", "batch_dims"],
-    required: 2,
     keyword_only: &["mode", "out", "dtype"],
     interned: PyOnceLock::new(),
 };
@@ -136,7 +135,6 @@ static GATHER_ND_ARGS: Signature = Signature {
 static GATHER_ARGS: Signature = Signature {
     name: "gather",
     positional: &["data", "indices", "axis", "batch_dims"],
-    required: 2,
     keyword_only: &["mode", "out", "dtype"],
     interned: PyOnceLock::new(),
 };
@@ -154,13 +152,11 @@ unsafe fn gather_nd_fast(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
     // SAFETY: forwarded from the caller.
-    let [data, indices, batch_dims, mode, out, dtype, ..] =
-        unsafe { GATHER_ND_ARGS.parse(py, args, nargs, kwnames)? };
-    let (Some(data), Some(indices)) = (data, indices) else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "gather_nd() missing data or indices",
-        ));
-    };
+    let Parsed {
+        data,
+        indices,
+        rest: [batch_dims, mode, out, dtype, ..],
+    } = unsafe { GATHER_ND_ARGS.parse(py, args, nargs, kwnames)? };
     gather_nd_py(
         &data,
         &indices,
@@ -185,13 +181,11 @@ unsafe fn gather_fast(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
     // SAFETY: forwarded from the caller.
-    let [data, indices, axis, batch_dims, mode, out, dtype, ..] =
-        unsafe { GATHER_ARGS.parse(py, args, nargs, kwnames)? };
-    let (Some(data), Some(indices)) = (data, indices) else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "gather() missing data or indices",
-        ));
-    };
+    let Parsed {
+        data,
+        indices,
+        rest: [axis, batch_dims, mode, out, dtype, ..],
+    } = unsafe { GATHER_ARGS.parse(py, args, nargs, kwnames)? };
     gather_py(
         &data,
         &indices,
