@@ -6,7 +6,6 @@ dequantises only those.
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 import numpy as np
@@ -29,15 +28,6 @@ FLOAT_CODES = (
     "float4_e2m1fn",
 )
 SCALE_TYPES = ("float32", "float16", "bfloat16")
-
-
-def _int_attribute(name: str, value: int) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{OP}: attribute {name} must be an integer, got {type(value).__name__}"
-        ) from None
 
 
 def _code_type(dtype: np.dtype[Any]) -> str:
@@ -80,10 +70,10 @@ def gather_block_quantized(
     z = None if zero_points is None else np.asarray(zero_points)
     if z is not None and z.dtype.name != d.dtype.name:
         raise TypeError(f"{OP}: zero_points must have data's dtype {d.dtype}, got {z.dtype}")
-    gather_axis = _int_attribute("gather_axis", gather_axis)
-    quantize_axis = _int_attribute("quantize_axis", quantize_axis)
-    block_size = _int_attribute("block_size", block_size)
-    bits = _int_attribute("bits", bits)
+    gather_axis = _opset.int64_attribute(OP, "gather_axis", gather_axis)
+    quantize_axis = _opset.int64_attribute(OP, "quantize_axis", quantize_axis)
+    block_size = _opset.int64_attribute(OP, "block_size", block_size)
+    bits = _opset.int64_attribute(OP, "bits", bits)
     r = d.ndim
     if r < 2:
         # The schema's shape inference (and so every runtime) refuses rank 1, though its text
@@ -110,6 +100,8 @@ def gather_block_quantized(
             )
     elif not is_float and bits != 4:
         raise ValueError(f"{OP}: bits must be 4 for {codes} data, got {bits}")
+    if codes != "uint8":
+        bits = 0  # ignored: one code per element (float codes take any int64, as onnxruntime)
     power_of_two = block_size >= 16 and block_size & (block_size - 1) == 0
     if not (power_of_two or (is_float and block_size == 0)):
         rule = "0 or a power of 2 >= 16" if is_float else "a power of 2 >= 16"

@@ -76,18 +76,7 @@ def prepare_gather(
     *,
     mode: _Mode = "raise",
 ) -> PreparedGather: ...
-def _prepared_from_state(
-    kind: str,
-    shape: Sequence[SupportsIndex],
-    index_shape: Sequence[SupportsIndex],
-    index_type: tuple[str, int],
-    axis: SupportsIndex,
-    batch_dims: SupportsIndex,
-    mode: str,
-    width: int,
-    positions: bytes,
-    order: bytes | None,
-) -> PreparedGather: ...
+def _prepared_from_state(*parts: object) -> PreparedGather: ...
 
 @final
 class PreparedGather:

@@ -79,6 +79,26 @@ def check_indices(op: str, indices: npt.ArrayLike, allowed: IndexTypes) -> Array
     return array
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def int64_attribute(op: str, name: str, value: int) -> int:
+    """`value` as an int of ONNX's attribute type (int64): a TypeError for a non-integer, a
+    ValueError naming the rule for an integer beyond 64 bits."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{op}: attribute {name} must be an integer, got {type(value).__name__}"
+        ) from None
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise ValueError(
+            f"{op}: attribute {name} must fit in a signed 64-bit integer (an ONNX attribute "
+            f"is int64), got {v}"
+        )
+    return v
+
+
 def check_attribute(op: str, name: str, value: int, low: int, high: int) -> int:
     """`value` as an int in `[low, high]`, else a ValueError naming the rule."""
     try:

@@ -247,7 +247,7 @@ impl Prepared {
             && order.as_ref().is_none_or(|o| is_permutation(o, rows));
         if !ok {
             return Err(GatherError::InvalidArgument(
-                "not the state of a prepared gather: its positions do not fit its shape".into(),
+                "its positions do not fit its shape".into(),
             ));
         }
         Ok(Prepared {

@@ -14,96 +14,100 @@ const WHICH: &str = "dtype= converts only where every value is kept: the casts \
     numpy.can_cast(data.dtype, dtype, 'safe') allows between bool, integer and floating \
     dtypes, and bfloat16 to float32 or float64";
 
-/// The output dtype and the conversion into it that `dtype` asks for:
-/// `None` when it is `data_dtype` itself (nothing to convert), a
-/// `TypeError` naming both dtypes when the conversion could lose values
-/// or is not between the types listed in [`WHICH`].
-pub(crate) fn cast_to<'py>(
-    data_dtype: &Bound<'py, PyArrayDescr>,
-    dtype: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
-    if let Some(hit) = remembered(data_dtype, dtype) {
+/// `dtype=` as a descriptor. This is the one step of `dtype=` that can run
+/// Python code (NumPy reads the `dtype` attribute of any object, which may
+/// be a property), so a call resolves it before it reads any array's shape,
+/// strides, dtype or data pointer: code run here may change them all.
+pub(crate) fn target_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDescr>> {
+    if let Ok(d) = dtype.cast::<PyArrayDescr>() {
+        return Ok(d.clone());
+    }
+    let py = dtype.py();
+    if let Some(target) = memo(|m| {
+        let (named, target) = m.named.as_ref()?;
+        named.is(dtype).then(|| target.clone_ref(py))
+    }) {
+        return Ok(target.into_bound(py));
+    }
+    let target = PyArrayDescr::new(py, dtype)?;
+    // Only a type whose attributes cannot be set (NumPy's own scalar types)
+    // names the same dtype every time: any other object (a class with a
+    // `dtype` attribute, a string) is converted each time.
+    let fixed = dtype
+        .cast::<PyType>()
+        // SAFETY: reading the flags of a live type object.
+        .is_ok_and(|t| unsafe {
+            pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE != 0
+        });
+    if fixed {
+        let named = (dtype.clone().unbind(), target.clone().unbind());
+        remember(|m| m.named.replace(named));
+    }
+    Ok(target)
+}
+
+/// The conversion from `data_dtype` into `target` (from [`target_dtype`]):
+/// `None` when `target` is `data_dtype` itself (nothing to convert; the
+/// result keeps `data_dtype`), a `TypeError` naming both dtypes when the
+/// conversion could lose values or is not between the types listed in
+/// [`WHICH`]. Runs no Python code of the caller's.
+pub(crate) fn cast_to(
+    data_dtype: &Bound<'_, PyArrayDescr>,
+    target: &Bound<'_, PyArrayDescr>,
+) -> PyResult<Option<Cast>> {
+    if let Some(hit) = memo(|m| {
+        let (data, to, cast) = m.cast.as_ref()?;
+        (data.is(data_dtype) && to.is(target)).then_some(*cast)
+    }) {
         return Ok(hit);
     }
-    let answer = convert(data_dtype, dtype)?;
-    remember(data_dtype, dtype, &answer);
+    let answer = convert(data_dtype, target)?;
+    // Only numbers' dtypes (whose kind, size and byte order are fixed) are
+    // remembered.
+    if scalar(data_dtype).is_some() && scalar(target).is_some() {
+        let pair = (data_dtype.clone().unbind(), target.clone().unbind(), answer);
+        remember(|m| m.cast.replace(pair));
+    }
     Ok(answer)
 }
 
-/// The last answer of [`cast_to`] that may be reused: a service asks for
-/// the same `dtype=` of the same table on every call, and converting
-/// `dtype` to a descriptor and choosing the loop again cost a one-row call
-/// about 490 instructions (by callgrind: 2,743 with them, 2,254 without),
-/// a sixth of its time.
-struct Last {
-    /// The `dtype` argument and the data's dtype (held, so that neither
-    /// address can be reused by another object while remembered).
-    dtype: Py<PyAny>,
-    data: Py<PyArrayDescr>,
-    /// What [`convert`] answered for them.
-    cast: Option<(Cast, Py<PyArrayDescr>)>,
+/// The last answers of [`target_dtype`] and [`cast_to`] that may be
+/// reused: a service asks for the same `dtype=` of the same table on every
+/// call, and converting `dtype` to a descriptor and choosing the loop
+/// again cost a one-row call about 490 instructions (by callgrind: 2,743
+/// with them, 2,254 without), a sixth of its time. The objects are held,
+/// so that no address can be reused by another object while remembered.
+#[derive(Default)]
+struct Memo {
+    /// An immutable type `dtype=` named, and its descriptor.
+    named: Option<(Py<PyAny>, Py<PyArrayDescr>)>,
+    /// Data's dtype, the target, and the conversion between them.
+    cast: Option<(Py<PyArrayDescr>, Py<PyArrayDescr>, Option<Cast>)>,
 }
 
-static LAST: Mutex<Option<Last>> = Mutex::new(None);
+static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
 
-/// The remembered answer for these two objects, if it is theirs.
-fn remembered<'py>(
-    data_dtype: &Bound<'py, PyArrayDescr>,
-    dtype: &Bound<'py, PyAny>,
-) -> Option<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
-    let last = LAST.lock().ok()?;
-    let last = last.as_ref()?;
-    if !(last.dtype.is(dtype) && last.data.is(data_dtype)) {
-        return None;
-    }
-    let py = dtype.py();
-    Some(last.cast.as_ref().map(|(c, t)| (*c, t.bind(py).clone())))
+/// What `look` finds in the memo (a poisoned lock reads as empty).
+fn memo<T>(look: impl FnOnce(&Memo) -> Option<T>) -> Option<T> {
+    look(MEMO.lock().ok()?.as_ref()?)
 }
 
-/// Remembers an answer of [`convert`] if nothing can change it while its
-/// two objects live: both are numbers' dtypes (whose kind, size and byte
-/// order are fixed), and `dtype` is a dtype or a type whose attributes
-/// cannot be set (NumPy's own scalar types): any other object (a class
-/// with a `dtype` attribute, a string) is converted each time.
-fn remember(
-    data_dtype: &Bound<'_, PyArrayDescr>,
-    dtype: &Bound<'_, PyAny>,
-    answer: &Option<(Cast, Bound<'_, PyArrayDescr>)>,
-) {
-    let fixed = match dtype.cast::<PyArrayDescr>() {
-        Ok(d) => scalar(d).is_some(),
-        Err(_) => dtype
-            .cast::<PyType>()
-            // SAFETY: reading the flags of a live type object.
-            .is_ok_and(|t| unsafe {
-                pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE
-                    != 0
-            }),
-    };
-    let target_fixed = answer.as_ref().is_none_or(|(_, t)| scalar(t).is_some());
-    if !(fixed && target_fixed && scalar(data_dtype).is_some()) {
-        return;
-    }
-    let new = Last {
-        dtype: dtype.clone().unbind(),
-        data: data_dtype.clone().unbind(),
-        cast: answer.as_ref().map(|(c, t)| (*c, t.clone().unbind())),
-    };
-    // The answer it replaces is dropped after the lock is released: its
-    // objects' last references may go, and nothing runs under the lock.
-    let old = match LAST.lock() {
-        Ok(mut last) => last.replace(new),
-        Err(_) => None,
+/// Replaces one entry of the memo; what it replaces is dropped after the
+/// lock is released, since its objects' last references may go then and
+/// nothing may run under the lock.
+fn remember<T>(replace: impl FnOnce(&mut Memo) -> T) {
+    let old = match MEMO.lock() {
+        Ok(mut m) => replace(m.get_or_insert_with(Memo::default)),
+        Err(_) => return,
     };
     drop(old);
 }
 
 /// [`cast_to`], worked out.
-fn convert<'py>(
-    data_dtype: &Bound<'py, PyArrayDescr>,
-    dtype: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Cast, Bound<'py, PyArrayDescr>)>> {
-    let target = PyArrayDescr::new(dtype.py(), dtype)?;
+fn convert(
+    data_dtype: &Bound<'_, PyArrayDescr>,
+    target: &Bound<'_, PyArrayDescr>,
+) -> PyResult<Option<Cast>> {
     if target.is(data_dtype) {
         return Ok(None);
     }
@@ -114,13 +118,13 @@ fn convert<'py>(
     };
     // Numbers are compared by kind, size and byte order (NumPy's own
     // equivalence test costs a service-sized call a tenth of its time).
-    if let (Some(from), Some(to)) = (scalar(data_dtype), scalar(&target)) {
-        let (swap_from, swap_to) = (swapped(data_dtype), swapped(&target));
+    if let (Some(from), Some(to)) = (scalar(data_dtype), scalar(target)) {
+        let (swap_from, swap_to) = (swapped(data_dtype), swapped(target));
         if from == to && swap_from == swap_to {
             return Ok(None);
         }
         let cast = Cast::new(from, swap_from, to, swap_to).ok_or_else(refused)?;
-        return Ok(Some((cast, target)));
+        return Ok(Some(cast));
     }
     if target.is_equiv_to(data_dtype) {
         return Ok(None);

@@ -128,23 +128,29 @@ fn gather_chunks_py<'py>(
     let op = operator(axis, batch_dims)?;
     let mode = parse_mode(mode)?;
     data_array(&empty(dtype)?)?;
-    let (indices, ty) = index_array(indices)?;
+    // Every chunk and the indices are converted before any is read: a
+    // conversion (a key's `__index__`, a value's or the indices'
+    // `__array__`) may run Python code, which may change the dict or the
+    // arrays converted before it.
     let mut arrays = Vec::with_capacity(chunks.len());
-    for (key, value) in chunks.iter() {
+    for item in chunks.items().iter() {
+        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
         let coords: Vec<usize> = key.extract()?;
-        let a = data_array(&value)?;
-        if !a.dtype().is_equiv_to(dtype) {
-            return Err(GatherError::UnsupportedType(format!(
-                "gather over chunks: a chunk has dtype {} but the array has dtype {dtype}",
-                a.dtype()
-            ))
-            .into());
-        }
-        arrays.push((coords, a));
+        arrays.push((coords, data_array(&value)?));
     }
+    let (indices, ty) = index_array(indices)?;
     let views = arrays
         .iter()
-        .map(|(c, a)| Ok((c.clone(), view(a)?)))
+        .map(|(c, a)| {
+            if !a.dtype().is_equiv_to(dtype) {
+                return Err(GatherError::UnsupportedType(format!(
+                    "gather over chunks: a chunk has dtype {} but the array has dtype {dtype}",
+                    a.dtype()
+                ))
+                .into());
+            }
+            Ok((c.clone(), view(a)?))
+        })
         .collect::<PyResult<Vec<_>>>()?;
     let grid = ChunkGrid {
         chunk_sizes,

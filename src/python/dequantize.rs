@@ -51,6 +51,19 @@ pub(crate) fn gather_block_quantized_py<'py>(
     quantize_axis: usize,
     block_size: usize,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
+    // Every dtype is read before any buffer: naming a dtype (`str` of an
+    // extension dtype) runs NumPy's Python code.
+    let sdtype = scales.dtype();
+    let scale_type = match (sdtype.kind(), sdtype.itemsize()) {
+        (b'f', 4) => ScaleType::Float32,
+        (b'f', 2) => ScaleType::Float16,
+        (_, 2) if sdtype.str()?.to_str()? == "bfloat16" => ScaleType::BFloat16,
+        _ => {
+            return Err(type_error(format!(
+                "scales of dtype {sdtype} are not supported"
+            )))
+        }
+    };
     let bytes = contiguous(data, "data")?;
     let table: Option<[f32; 256]> = match values {
         Some(v) => {
@@ -72,17 +85,6 @@ pub(crate) fn gather_block_quantized_py<'py>(
         ("uint4", _) => Codes::UInt4(bytes),
         ("table", Some(values)) => Codes::Table { bytes, values },
         _ => return Err(type_error(format!("unknown codes {codes:?}"))),
-    };
-    let sdtype = scales.dtype();
-    let scale_type = match (sdtype.kind(), sdtype.itemsize()) {
-        (b'f', 4) => ScaleType::Float32,
-        (b'f', 2) => ScaleType::Float16,
-        (_, 2) if sdtype.str()?.to_str()? == "bfloat16" => ScaleType::BFloat16,
-        _ => {
-            return Err(type_error(format!(
-                "scales of dtype {sdtype} are not supported"
-            )))
-        }
     };
     let idtype = indices.dtype();
     let ibytes = contiguous(indices, "indices")?;

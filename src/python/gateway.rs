@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
-use super::casts::cast_to;
+use super::casts::{cast_to, target_dtype};
 use super::objects::{assign, own_copied_references};
 use super::rows::try_take_rows;
 use crate::{
@@ -36,24 +36,46 @@ pub(crate) fn gather<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let dtype = dtype.filter(|d| !d.is_none());
     let mode = Mode::parse(rules.mode).ok_or_else(|| {
         GatherError::InvalidArgument(format!(
             "mode must be 'raise', 'zero' or 'clip', got {:?}",
             rules.mode
         ))
     })?;
+    // `dtype=` is resolved before any array is read: it may run Python code
+    // that changes them. A failure is raised where the general path always
+    // raised it, after `data`'s own errors.
+    let target = dtype.filter(|d| !d.is_none()).map(target_dtype);
     if mode == Mode::Raise && rules.wrap_negative {
-        if let Some(result) = try_take_rows(data, indices, &op, out, dtype)? {
-            return Ok(result);
+        let row_target = match &target {
+            None => Some(None),
+            Some(Ok(target)) => Some(Some(target)),
+            Some(Err(_)) => None,
+        };
+        if let Some(target) = row_target {
+            if let Some(result) = try_take_rows(data, indices, &op, out, target)? {
+                return Ok(result);
+            }
         }
     }
     let data = data_array(data)?;
-    let cast = match dtype {
-        Some(dtype) => cast_to(&data.dtype(), dtype)?,
+    let target = target.transpose()?;
+    let mut data_dtype = data.dtype();
+    let mut cast = match &target {
+        Some(target) => cast_to(&data_dtype, target)?,
         None => None,
     };
     let (indices, index_type) = index_array(indices)?;
+    // Converting `indices` may run Python code too (`__array__`, a
+    // subclass's `__array_finalize__`): if it changed data's dtype, the
+    // result's dtype and cast follow the dtype the copy reads.
+    let now = data.dtype();
+    if !now.is(&data_dtype) {
+        if let Some(target) = &target {
+            cast = cast_to(&now, target)?;
+        }
+        data_dtype = now;
+    }
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = match op {
         Op::GatherNd { batch_dims } => {
@@ -70,12 +92,12 @@ pub(crate) fn gather<'py>(
     if !rules.wrap_negative {
         plan = plan.reject_negative_indices();
     }
-    let dtype = match cast {
-        Some((cast, target)) => {
+    let dtype = match (cast, target) {
+        (Some(cast), Some(target)) => {
             plan = plan.with_cast(cast)?;
             target
         }
-        None => data.dtype(),
+        _ => data_dtype,
     };
     let Some(out) = out else {
         return Ok(fresh_result(&plan, &dtype, mode)?.into_any());

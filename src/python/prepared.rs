@@ -7,7 +7,7 @@
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
@@ -237,72 +237,146 @@ fn run_detached<R: Send>(
     }
 }
 
-/// Unpickles a [`PreparedGather`] from the state `__reduce__` gave,
-/// checking every part (a pickle may come from anywhere).
-#[pyfunction(name = "_prepared_from_state")]
-#[allow(clippy::too_many_arguments)] // the parts of the state
-pub(crate) fn prepared_from_state(
-    kind: &str,
-    shape: Vec<Int64>,
-    index_shape: Vec<Int64>,
-    index_type: (char, usize),
-    axis: Int64,
-    batch_dims: Int64,
-    mode: &str,
-    width: usize,
-    positions: &[u8],
-    order: Option<&[u8]>,
-) -> PyResult<PreparedGather> {
-    let bad =
-        |what: &str| GatherError::InvalidArgument(format!("not a prepared gather's state: {what}"));
-    let op = match kind {
+/// The parts of a pickled state, in `__reduce__`'s order.
+const STATE: [&str; 10] = [
+    "kind",
+    "shape",
+    "index_shape",
+    "index_type",
+    "axis",
+    "batch_dims",
+    "mode",
+    "width",
+    "positions",
+    "order",
+];
+
+/// Unpickles a [`PreparedGather`] from the state `__reduce__` gave. A
+/// pickle may come from anywhere, so the parts are taken as they come and
+/// checked here, their number and types included, before any conversion:
+/// a malformed state is a `ValueError` naming the part, never another
+/// class, and no code of the pickle's objects runs (only exact `str`,
+/// `int`, `tuple` and `bytes` are read).
+#[pyfunction(name = "_prepared_from_state", signature = (*parts))]
+pub(crate) fn prepared_from_state(parts: &Bound<'_, PyTuple>) -> PyResult<PreparedGather> {
+    if parts.len() != STATE.len() {
+        return Err(bad_state(format!(
+            "{} parts, not {}",
+            parts.len(),
+            STATE.len()
+        )));
+    }
+    let part = |i: usize| Ok::<_, PyErr>((parts.get_item(i)?, STATE[i]));
+    let (kind, name) = part(0)?;
+    let op = match text(&kind, name)?.as_str() {
         "gather_nd" => Operator::GatherNd {
-            batch_dims: batch_dims.get("batch_dims")?,
+            batch_dims: int(&part(5)?.0, "batch_dims")?,
         },
         "gather" => Operator::Gather {
-            axis: axis.get("axis")?,
-            batch_dims: batch_dims.get("batch_dims")?,
+            axis: int(&part(4)?.0, "axis")?,
+            batch_dims: int(&part(5)?.0, "batch_dims")?,
         },
-        _ => return Err(bad("unknown operator").into()),
+        _ => return Err(wrong(name, "an unknown operator")),
     };
-    let ty = IndexType::from_kind(index_type.0 as u8, index_type.1)
-        .filter(|_| index_type.0.is_ascii())
-        .ok_or_else(|| bad("unknown index type"))?;
-    if width == 0 || positions.len() % width != 0 {
-        return Err(bad("a partial position").into());
-    }
-    let positions = match width {
-        4 => Positions::U32(
+    let shape = sizes(&part(1)?.0, "shape")?;
+    let index_shape = sizes(&part(2)?.0, "index_shape")?;
+    let ty = index_type(&part(3)?.0)?;
+    let mode =
+        Mode::parse(&text(&part(6)?.0, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
+    let (positions, name) = part(8)?;
+    let positions = bytes(&positions, name)?;
+    let positions = match int(&part(7)?.0, "width")? {
+        4 if positions.len() % 4 == 0 => Positions::U32(
             positions
                 .chunks_exact(4)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
         ),
-        8 => Positions::U64(
+        8 if positions.len() % 8 == 0 => Positions::U64(
             positions
                 .chunks_exact(8)
                 .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
                 .collect(),
         ),
-        _ => return Err(bad("positions of an unknown width").into()),
+        4 | 8 => return Err(wrong(name, "a partial position")),
+        _ => return Err(wrong("width", "positions of an unknown width")),
     };
-    let order = match order {
-        None => None,
-        Some(o) if o.len() % 4 == 0 => Some(
+    let (order, name) = part(9)?;
+    let order = if order.is_none() {
+        None
+    } else {
+        let o = bytes(&order, name)?;
+        if o.len() % 4 != 0 {
+            return Err(wrong(name, "a partial row number"));
+        }
+        Some(
             o.chunks_exact(4)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
-        ),
-        Some(_) => return Err(bad("a partial row number").into()),
+        )
     };
-    let inner = Prepared::from_parts(
-        op,
-        &shape_arg(shape)?,
-        &shape_arg(index_shape)?,
-        ty,
-        parse_mode(mode)?,
-        positions,
-        order,
-    )?;
+    let inner = Prepared::from_parts(op, &shape, &index_shape, ty, mode, positions, order)
+        .map_err(|e| bad_state(e.to_string()))?;
     Ok(PreparedGather { inner })
+}
+
+/// The `ValueError` of a malformed state.
+fn bad_state(what: String) -> PyErr {
+    GatherError::InvalidArgument(format!("not a prepared gather's state: {what}")).into()
+}
+
+/// The `ValueError` of a malformed part.
+fn wrong(part: &str, what: &str) -> PyErr {
+    bad_state(format!("{part}: {what}"))
+}
+
+/// A part that must be a `str` of UTF-8 text.
+fn text(v: &Bound<'_, PyAny>, part: &str) -> PyResult<String> {
+    let s = v
+        .cast_exact::<PyString>()
+        .map_err(|_| wrong(part, "not a str"))?;
+    // A lone surrogate has no UTF-8 form, and names nothing of ours.
+    Ok(s.to_str()
+        .map_err(|_| wrong(part, "not UTF-8 text"))?
+        .to_owned())
+}
+
+/// A part that must be an `int` of 64 bits.
+fn int(v: &Bound<'_, PyAny>, part: &str) -> PyResult<i64> {
+    v.cast_exact::<PyInt>()
+        .map_err(|_| wrong(part, "not an int"))?
+        .extract::<i64>()
+        .map_err(|_| wrong(part, "beyond 64 bits"))
+}
+
+/// A part that must be a tuple of sizes (ints >= 0).
+fn sizes(v: &Bound<'_, PyAny>, part: &str) -> PyResult<Vec<usize>> {
+    let t = v
+        .cast_exact::<PyTuple>()
+        .map_err(|_| wrong(part, "not a tuple"))?;
+    t.iter()
+        .map(|n| usize::try_from(int(&n, part)?).map_err(|_| wrong(part, "holding a size below 0")))
+        .collect()
+}
+
+/// A part that must be `bytes`.
+fn bytes<'a>(v: &'a Bound<'_, PyAny>, part: &str) -> PyResult<&'a [u8]> {
+    Ok(v.cast_exact::<PyBytes>()
+        .map_err(|_| wrong(part, "not bytes"))?
+        .as_bytes())
+}
+
+/// The `index_type` part: NumPy's kind (one character) and itemsize.
+fn index_type(v: &Bound<'_, PyAny>) -> PyResult<IndexType> {
+    let unknown = || wrong("index_type", "not a known index type");
+    let t = v.cast_exact::<PyTuple>().map_err(|_| unknown())?;
+    if t.len() != 2 {
+        return Err(unknown());
+    }
+    let kind = text(&t.get_item(0)?, "index_type")?;
+    let size = usize::try_from(int(&t.get_item(1)?, "index_type")?).map_err(|_| unknown())?;
+    match kind.as_bytes() {
+        &[kind] => IndexType::from_kind(kind, size).ok_or_else(unknown),
+        _ => Err(unknown()),
+    }
 }

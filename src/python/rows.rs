@@ -5,7 +5,7 @@
 //! every error, in its usual order and words, comes from the general path.
 
 use numpy::npyffi;
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use smallvec::SmallVec;
 
@@ -17,20 +17,48 @@ use crate::execute::RANDOM_ROW_COST;
 use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
-/// negatives counting from the end), converted to `dtype` if given, if the
-/// row path takes it, else `None` with `out` untouched.
+/// negatives counting from the end), converted to `target` if given (the
+/// resolved `dtype=`), if the row path takes it, else `None` with `out`
+/// untouched.
 pub(crate) fn try_take_rows<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
     op: &Op,
     out: Option<&Bound<'py, PyAny>>,
-    dtype: Option<&Bound<'py, PyAny>>,
+    target: Option<&Bound<'py, PyArrayDescr>>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let (Ok(table), Ok(ids)) = (
         data.cast::<PyUntypedArray>(),
         indices.cast::<PyUntypedArray>(),
     ) else {
         return Ok(None);
+    };
+    // The result's dtype and the conversion into it, chosen before any
+    // shape is read (`target` came resolved, and no Python code of the
+    // caller's runs from here on); a cast the general path would refuse is
+    // left for it to refuse.
+    let data_dtype = table.dtype();
+    if data_dtype.has_object() {
+        return Ok(None);
+    }
+    let (cast, dtype) = match target {
+        None => (None, data_dtype.clone()),
+        Some(target) => {
+            let cast = match cast_to(&data_dtype, target) {
+                Ok(cast) => cast,
+                Err(_) => return Ok(None),
+            };
+            // Choosing a cast may look up a dtype's type name, the one step
+            // that could run Python code (a metaclass's property): the row
+            // sizes below are of the dtype the cast was chosen for, or none.
+            if !table.dtype().is(&data_dtype) {
+                return Ok(None);
+            }
+            match cast {
+                Some(cast) => (Some(cast), target.clone()),
+                None => (None, data_dtype.clone()),
+            }
+        }
     };
     let (ids_shape, table_shape) = (ids.shape(), table.shape());
     // How many leading axes of the table are batch axes (GatherND's
@@ -52,19 +80,11 @@ pub(crate) fn try_take_rows<'py>(
         },
         _ => return Ok(None),
     };
-    let data_dtype = table.dtype();
-    if b.saturating_add(k) > table_shape.len() || data_dtype.has_object() {
+    if b.saturating_add(k) > table_shape.len() {
         return Ok(None);
     }
     let (batch_shape, rest) = table_shape.split_at(b);
     let (dims, row_shape) = rest.split_at(k);
-    // The result's dtype and the conversion into it; a `dtype` the general
-    // path would refuse is left for it to refuse.
-    let (cast, dtype) = match dtype.map(|d| cast_to(&data_dtype, d)) {
-        None | Some(Ok(None)) => (None, data_dtype.clone()),
-        Some(Ok(Some((cast, target)))) => (Some(cast), target),
-        Some(Err(_)) => return Ok(None),
-    };
     let row_bytes = row_shape
         .iter()
         .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n));

@@ -273,6 +273,37 @@ def test_a_forged_pickle_is_refused() -> None:
     ]:
         with pytest.raises(ValueError, match="state"):
             restore(*forged)
+    # Malformed parts of every kind are the same ValueError, naming the part: once an
+    # OverflowError (a width of -4 or 2**64, an index-type size of -8), a TypeError (a part of
+    # the wrong type, a wrong number of parts) or a UnicodeEncodeError (a lone surrogate).
+    for forged, part in [
+        (state[:7] + (-4,) + state[8:], "width"),
+        (state[:7] + (2**64,) + state[8:], "width"),
+        (state[:7] + ("4",) + state[8:], "width"),
+        (state[:3] + (("i", -8),) + state[4:], "index_type"),
+        (state[:3] + (("i", 2**64),) + state[4:], "index_type"),
+        (state[:3] + (("i",),) + state[4:], "index_type"),
+        (state[:3] + ("i8",) + state[4:], "index_type"),
+        (state[:3] + (("ii", 8),) + state[4:], "index_type"),
+        (state[:6] + ("ra\udcffise",) + state[7:], "mode"),
+        (state[:6] + (b"raise",) + state[7:], "mode"),
+        (("gather\udcff",) + state[1:], "kind"),
+        ((None,) + state[1:], "kind"),
+        (state[:1] + ([5, 3],) + state[2:], "shape"),
+        (state[:1] + ((5, -3),) + state[2:], "shape"),
+        (state[:1] + ((5, 2**64),) + state[2:], "shape"),
+        (state[:1] + ((5, 3.0),) + state[2:], "shape"),
+        (state[:2] + ((np.int64(2),),) + state[3:], "index_shape"),
+        (state[:4] + ("0",) + state[5:], "axis"),
+        (state[:5] + (2**63,) + state[6:], "batch_dims"),
+        (state[:8] + (bytearray(positions), None), "positions"),
+        (state[:8] + (positions, "order"), "order"),
+        (state[:9], "9 parts, not 10"),
+        (state + (None,), "11 parts, not 10"),
+        ((), "0 parts, not 10"),
+    ]:
+        with pytest.raises(ValueError, match=f"^not a prepared gather's state: {part}"):
+            restore(*forged)
     # The zero-fill mark is only valid in mode "zero".
     mark = (2**32 - 1).to_bytes(4, "little") * 2
     with pytest.raises(ValueError):

@@ -557,6 +557,41 @@ def test_attribute_errors(change: dict[str, int], rule: str) -> None:
         case.run()
 
 
+@pytest.mark.parametrize("name", ["gather_axis", "quantize_axis", "block_size", "bits"])
+@pytest.mark.parametrize("value", [2**63, 2**64, -(2**63) - 1])
+def test_attributes_beyond_int64_are_value_errors(name: str, value: int) -> None:
+    """ONNX attributes are int64: beyond it, a ValueError naming the operator, the attribute
+    and the rule (once a bare OverflowError for block_size=2**64, a power of two), whatever
+    the codes."""
+    for case in [small(block_size=32), float_case(block_size=32)]:
+        case.attrs[name] = value
+        with pytest.raises(ValueError, match=f"^{OP}: attribute {name} must fit in a signed 64"):
+            case.run()
+
+
+def float_case(**attrs: int) -> Case:
+    data = np.arange(4 * 32, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).reshape(4, 32)
+    return Case(data, np.array([3, -4, 9]), np.full((4, 1), 0.5, np.float32), None, attrs)
+
+
+@pytest.mark.parametrize("bits", [-4, 0, 3, 2**40, 2**63 - 1, -(2**63)])
+def test_bits_is_ignored_for_float_codes(bits: int) -> None:
+    """docs/api.md: with float codes `bits` is ignored, any int64 (once an OverflowError for
+    bits=-4 or 2**40); onnxruntime accepts such a model and ignores it too."""
+    want = float_case(block_size=32).run()
+    case = float_case(block_size=32, bits=bits)
+    assert_bit_equal(case.run(), want, f"bits={bits}")
+    if bits in (-4, 2**40):
+        assert_bit_equal(ort_run_many([case])[0], want, f"onnxruntime, bits={bits}")
+
+
+def test_largest_int64_block_size_is_one_block() -> None:
+    data = np.arange(4 * 16, dtype=np.uint8).reshape(4, 16)
+    want = Case(data, np.array([2, 0]), np.full((4, 1), 2.0, np.float32), None, {"block_size": 32})
+    huge = Case(want.data, want.indices, want.scales, None, {"block_size": 2**62})
+    assert_bit_equal(huge.run(), want.run(), "block_size=2**62")
+
+
 def test_shape_errors() -> None:
     data = np.zeros((4, 16), np.uint8)  # 32 codes a row: 2 blocks of 16
     ok = nx.ms_gather_block_quantized_1(data, [0], np.ones((4, 2), np.float32), block_size=16)
