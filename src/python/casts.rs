@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -14,94 +14,120 @@ const WHICH: &str = "dtype= converts only where every value is kept: the casts \
     numpy.can_cast(data.dtype, dtype, 'safe') allows between bool, integer and floating \
     dtypes, and bfloat16 to float32 or float64";
 
-/// `dtype=` as a descriptor. This is the one step of `dtype=` that can run
-/// Python code (NumPy reads the `dtype` attribute of any object, which may
-/// be a property), so a call resolves it before it reads any array's shape,
-/// strides, dtype or data pointer: code run here may change them all.
-pub(crate) fn target_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArrayDescr>> {
-    if let Ok(d) = dtype.cast::<PyArrayDescr>() {
-        return Ok(d.clone());
-    }
+/// `dtype=`, resolved: the descriptor it names, and what [`Target::cast_from`]
+/// needs to reuse the conversion the last such call chose.
+pub(crate) struct Target<'py> {
+    /// The descriptor `dtype=` names.
+    pub(crate) dtype: Bound<'py, PyArrayDescr>,
+    /// The `dtype=` argument itself, when it names the same descriptor
+    /// every time (a descriptor, or a type whose attributes cannot be set:
+    /// NumPy's own scalar types), so that its conversions may be remembered.
+    fixed: Option<Bound<'py, PyAny>>,
+    /// Data's dtype as the memo found it, and the conversion from it.
+    known: Option<(Bound<'py, PyArrayDescr>, Option<Cast>)>,
+}
+
+/// Resolves `dtype=` for a call on `data`. This is the one step of
+/// `dtype=` that can run Python code (NumPy reads the `dtype` attribute of
+/// any object, which may be a property), so a call resolves it before it
+/// reads any array's shape, strides or data pointer: code run here may
+/// change them all. When the memo holds this argument for data's present
+/// dtype, no code runs and the conversion comes with it.
+pub(crate) fn target_dtype<'py>(
+    dtype: &Bound<'py, PyAny>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Target<'py>> {
     let py = dtype.py();
-    if let Some(target) = memo(|m| {
-        let (named, target) = m.named.as_ref()?;
-        named.is(dtype).then(|| target.clone_ref(py))
-    }) {
-        return Ok(target.into_bound(py));
-    }
-    let target = PyArrayDescr::new(py, dtype)?;
-    // Only a type whose attributes cannot be set (NumPy's own scalar types)
-    // names the same dtype every time: any other object (a class with a
-    // `dtype` attribute, a string) is converted each time.
-    let fixed = dtype
-        .cast::<PyType>()
-        // SAFETY: reading the flags of a live type object.
-        .is_ok_and(|t| unsafe {
-            pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE != 0
+    if let Ok(table) = data.cast::<PyUntypedArray>() {
+        let data_dtype = table.dtype();
+        let hit = MEMO.lock().ok().and_then(|last| {
+            let last = last.as_ref()?;
+            (last.dtype.is(dtype) && last.data.is(&data_dtype))
+                .then(|| (last.target.clone_ref(py), last.cast))
         });
-    if fixed {
-        let named = (dtype.clone().unbind(), target.clone().unbind());
-        remember(|m| m.named.replace(named));
+        if let Some((target, cast)) = hit {
+            return Ok(Target {
+                dtype: target.into_bound(py),
+                fixed: Some(dtype.clone()),
+                known: Some((data_dtype, cast)),
+            });
+        }
     }
-    Ok(target)
-}
-
-/// The conversion from `data_dtype` into `target` (from [`target_dtype`]):
-/// `None` when `target` is `data_dtype` itself (nothing to convert; the
-/// result keeps `data_dtype`), a `TypeError` naming both dtypes when the
-/// conversion could lose values or is not between the types listed in
-/// [`WHICH`]. Runs no Python code of the caller's.
-pub(crate) fn cast_to(
-    data_dtype: &Bound<'_, PyArrayDescr>,
-    target: &Bound<'_, PyArrayDescr>,
-) -> PyResult<Option<Cast>> {
-    if let Some(hit) = memo(|m| {
-        let (data, to, cast) = m.cast.as_ref()?;
-        (data.is(data_dtype) && to.is(target)).then_some(*cast)
-    }) {
-        return Ok(hit);
-    }
-    let answer = convert(data_dtype, target)?;
-    // Only numbers' dtypes (whose kind, size and byte order are fixed) are
-    // remembered.
-    if scalar(data_dtype).is_some() && scalar(target).is_some() {
-        let pair = (data_dtype.clone().unbind(), target.clone().unbind(), answer);
-        remember(|m| m.cast.replace(pair));
-    }
-    Ok(answer)
-}
-
-/// The last answers of [`target_dtype`] and [`cast_to`] that may be
-/// reused: a service asks for the same `dtype=` of the same table on every
-/// call, and converting `dtype` to a descriptor and choosing the loop
-/// again cost a one-row call about 490 instructions (by callgrind: 2,743
-/// with them, 2,254 without), a sixth of its time. The objects are held,
-/// so that no address can be reused by another object while remembered.
-#[derive(Default)]
-struct Memo {
-    /// An immutable type `dtype=` named, and its descriptor.
-    named: Option<(Py<PyAny>, Py<PyArrayDescr>)>,
-    /// Data's dtype, the target, and the conversion between them.
-    cast: Option<(Py<PyArrayDescr>, Py<PyArrayDescr>, Option<Cast>)>,
-}
-
-static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
-
-/// What `look` finds in the memo (a poisoned lock reads as empty).
-fn memo<T>(look: impl FnOnce(&Memo) -> Option<T>) -> Option<T> {
-    look(MEMO.lock().ok()?.as_ref()?)
-}
-
-/// Replaces one entry of the memo; what it replaces is dropped after the
-/// lock is released, since its objects' last references may go then and
-/// nothing may run under the lock.
-fn remember<T>(replace: impl FnOnce(&mut Memo) -> T) {
-    let old = match MEMO.lock() {
-        Ok(mut m) => replace(m.get_or_insert_with(Memo::default)),
-        Err(_) => return,
+    let fixed = match dtype.cast::<PyArrayDescr>() {
+        Ok(d) => {
+            return Ok(Target {
+                dtype: d.clone(),
+                fixed: Some(dtype.clone()),
+                known: None,
+            })
+        }
+        Err(_) => dtype
+            .cast::<PyType>()
+            // SAFETY: reading the flags of a live type object.
+            .is_ok_and(|t| unsafe {
+                pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE
+                    != 0
+            }),
     };
-    drop(old);
+    Ok(Target {
+        dtype: PyArrayDescr::new(py, dtype)?,
+        fixed: fixed.then(|| dtype.clone()),
+        known: None,
+    })
 }
+
+impl Target<'_> {
+    /// The conversion from `data_dtype` into the target: `None` when the
+    /// target is `data_dtype` itself (nothing to convert; the result keeps
+    /// `data_dtype`), a `TypeError` naming both dtypes when the conversion
+    /// could lose values or is not between the types listed in [`WHICH`].
+    /// Runs no Python code of the caller's but, for a dtype of none of
+    /// NumPy's kinds, the lookup of its type's name.
+    pub(crate) fn cast_from(&self, data_dtype: &Bound<'_, PyArrayDescr>) -> PyResult<Option<Cast>> {
+        if let Some((known, cast)) = &self.known {
+            if known.is(data_dtype) {
+                return Ok(*cast);
+            }
+        }
+        let cast = convert(data_dtype, &self.dtype)?;
+        // Only numbers' dtypes (whose kind, size and byte order are fixed)
+        // are remembered.
+        if let Some(arg) = &self.fixed {
+            if scalar(data_dtype).is_some() && scalar(&self.dtype).is_some() {
+                let new = Last {
+                    dtype: arg.clone().unbind(),
+                    data: data_dtype.clone().unbind(),
+                    target: self.dtype.clone().unbind(),
+                    cast,
+                };
+                // The entry it replaces is dropped after the lock is
+                // released: its objects' last references may go, and
+                // nothing may run under the lock.
+                let old = MEMO.lock().ok().and_then(|mut last| last.replace(new));
+                drop(old);
+            }
+        }
+        Ok(cast)
+    }
+}
+
+/// The last conversion [`Target::cast_from`] chose that may be reused: a
+/// service asks for the same `dtype=` of the same table on every call, and
+/// converting `dtype` to a descriptor and choosing the loop again cost a
+/// one-row call about 490 instructions (by callgrind: 2,743 with them,
+/// 2,254 without), a sixth of its time. The objects are held, so that no
+/// address can be reused by another object while remembered.
+struct Last {
+    /// The `dtype=` argument, data's dtype and the descriptor the argument
+    /// names.
+    dtype: Py<PyAny>,
+    data: Py<PyArrayDescr>,
+    target: Py<PyArrayDescr>,
+    /// The conversion from `data` into `target`.
+    cast: Option<Cast>,
+}
+
+static MEMO: Mutex<Option<Last>> = Mutex::new(None);
 
 /// [`cast_to`], worked out.
 fn convert(

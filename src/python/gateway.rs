@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
-use super::casts::{cast_to, target_dtype};
+use super::casts::target_dtype;
 use super::objects::{assign, own_copied_references};
 use super::rows::try_take_rows;
 use crate::{
@@ -45,7 +45,9 @@ pub(crate) fn gather<'py>(
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
-    let target = dtype.filter(|d| !d.is_none()).map(target_dtype);
+    let target = dtype
+        .filter(|d| !d.is_none())
+        .map(|d| target_dtype(d, data));
     if mode == Mode::Raise && rules.wrap_negative {
         let row_target = match &target {
             None => Some(None),
@@ -62,7 +64,7 @@ pub(crate) fn gather<'py>(
     let target = target.transpose()?;
     let mut data_dtype = data.dtype();
     let mut cast = match &target {
-        Some(target) => cast_to(&data_dtype, target)?,
+        Some(target) => target.cast_from(&data_dtype)?,
         None => None,
     };
     let (indices, index_type) = index_array(indices)?;
@@ -72,7 +74,7 @@ pub(crate) fn gather<'py>(
     let now = data.dtype();
     if !now.is(&data_dtype) {
         if let Some(target) = &target {
-            cast = cast_to(&now, target)?;
+            cast = target.cast_from(&now)?;
         }
         data_dtype = now;
     }
@@ -95,7 +97,7 @@ pub(crate) fn gather<'py>(
     let dtype = match (cast, target) {
         (Some(cast), Some(target)) => {
             plan = plan.with_cast(cast)?;
-            target
+            target.dtype
         }
         _ => data_dtype,
     };

@@ -5,13 +5,13 @@
 //! every error, in its usual order and words, comes from the general path.
 
 use numpy::npyffi;
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use smallvec::SmallVec;
 
 use super::args::Int64;
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
-use super::casts::cast_to;
+use super::casts::Target;
 use super::gateway::{Op, DETACH_MIN_BYTES};
 use crate::execute::RANDOM_ROW_COST;
 use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
@@ -25,7 +25,7 @@ pub(crate) fn try_take_rows<'py>(
     indices: &Bound<'py, PyAny>,
     op: &Op,
     out: Option<&Bound<'py, PyAny>>,
-    target: Option<&Bound<'py, PyArrayDescr>>,
+    target: Option<&Target<'py>>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let (Ok(table), Ok(ids)) = (
         data.cast::<PyUntypedArray>(),
@@ -44,7 +44,7 @@ pub(crate) fn try_take_rows<'py>(
     let (cast, dtype) = match target {
         None => (None, data_dtype.clone()),
         Some(target) => {
-            let cast = match cast_to(&data_dtype, target) {
+            let cast = match target.cast_from(&data_dtype) {
                 Ok(cast) => cast,
                 Err(_) => return Ok(None),
             };
@@ -55,7 +55,7 @@ pub(crate) fn try_take_rows<'py>(
                 return Ok(None);
             }
             match cast {
-                Some(cast) => (Some(cast), target.clone()),
+                Some(cast) => (Some(cast), target.dtype.clone()),
                 None => (None, data_dtype.clone()),
             }
         }
