@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use smallvec::SmallVec;
 
 use crate::error::{fmt_tuple, GatherError, Result};
+use crate::hints::{self, PREFETCH_MAX};
 use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::layout::{ArrayView, SliceLayout};
 use crate::mode::Mode;
@@ -813,8 +814,6 @@ struct Walk<'p, 'a> {
 const DENSE_MAX: u64 = 1 << 16;
 #[cfg(test)]
 const DENSE_MAX: u64 = 8;
-/// At most this much of a slice is prefetched (longer ones stream well).
-const PREFETCH_MAX: usize = 1024;
 
 /// Rows whose sources are found before any is copied: their reads are then
 /// independent, so the memory system serves many at once (a row's chunk
@@ -940,11 +939,8 @@ impl Walk<'_, '_> {
         // walks the rest whole, so every byte the copy reads from here lies
         // inside the chunk's bytes by the checked-view invariant (b).
         let src = chunk.view.first().wrapping_offset(at);
-        let mut line = 0;
-        while line < self.prefetch_bytes {
-            prefetch(src.wrapping_add(line));
-            line += 64;
-        }
+        // Into L2, not L1, as `copy::prefetch` says.
+        hints::lines(src, self.prefetch_bytes, true);
         Ok((src, k as u32))
     }
 }
@@ -972,24 +968,6 @@ unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
             n => std::ptr::copy_nonoverlapping(src, d, n),
         }
     }
-}
-
-/// Asks L2 for the line at `p`: a hint, never a fault. L2, not L1, for the
-/// reason `copy::prefetch` gives (a prefetch to L1 holds one of the few L1
-/// miss buffers until its line arrives). The flat loops gained most from
-/// it (`chunked/flat.rs`); this walk's blocks of 256 sources, on a
-/// `batch_dims=1` gather of 1 KiB rows from 32 chunks, ABBA over 6 pairs of
-/// processes: 13.2 ms against 13.7 ms with the L1 hint (within the noise).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint that never faults and reads nothing
-    // architecturally; the address need not be valid.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Copies one slice laid out as `layout` from `src` into `dst` (C order).

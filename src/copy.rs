@@ -7,6 +7,7 @@
 use std::ptr;
 
 use crate::convert::convert_block;
+use crate::hints::{self, PREFETCH_MAX};
 use crate::layout::SliceLayout;
 use crate::offsets::ZERO_FILL;
 use crate::plan::Plan;
@@ -124,10 +125,6 @@ pub(crate) fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize
     }
 }
 
-/// At most this many bytes of a slice are prefetched (larger slices are
-/// streamed well by the hardware prefetcher once started).
-const PREFETCH_MAX: usize = 1024;
-
 /// Asks the cache for the first bytes of the slice at `src + off` (none
 /// for a zero-filled row, which only `ZERO` plans have), into L2 if `far`,
 /// else into L1. A hint only: never faults, whatever the address.
@@ -141,39 +138,22 @@ const PREFETCH_MAX: usize = 1024;
 /// than with T0 at any distance.
 #[inline(always)]
 pub(crate) fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize, far: bool) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
-        if ZERO && off == ZERO_FILL {
-            return;
-        }
-        let hint = |p: *const u8| {
-            // SAFETY: prefetch is a hint that never faults and reads nothing
-            // architecturally; the address need not be valid.
-            unsafe {
-                if far {
-                    _mm_prefetch::<_MM_HINT_T1>(p.cast());
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(p.cast());
-                }
-            }
-        };
-        let p = src.wrapping_offset(off);
-        // The first line; the loop below only runs for slices longer than one.
-        hint(p);
-        let mut line = 64;
-        while line < bytes.min(PREFETCH_MAX) {
-            hint(p.wrapping_add(line));
-            line += 64;
-        }
-        // A slice that does not start on a cache line ends on one more line
-        // than the loop asked for (a 60-byte row almost always spans two).
-        if bytes > 1 && bytes <= PREFETCH_MAX {
-            hint(p.wrapping_add(bytes - 1));
-        }
+    if ZERO && off == ZERO_FILL {
+        return;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (src, off, bytes, far);
+    let p = src.wrapping_offset(off);
+    // The first line; the loop below only runs for slices longer than one.
+    hints::line(p, far);
+    let mut line = 64;
+    while line < bytes.min(PREFETCH_MAX) {
+        hints::line(p.wrapping_add(line), far);
+        line += 64;
+    }
+    // A slice that does not start on a cache line ends on one more line
+    // than the loop asked for (a 60-byte row almost always spans two).
+    if bytes > 1 && bytes <= PREFETCH_MAX {
+        hints::line(p.wrapping_add(bytes - 1), far);
+    }
 }
 
 /// The one loop of the contiguous copies: for the first `$count` rows, row
@@ -599,20 +579,10 @@ pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// Orders this thread's non-temporal stores before its later stores (for
-/// instance, the signal that its part of the output is done).
-#[inline]
-pub(crate) fn fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions; SSE2 is part of x86_64.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hints::fence;
 
     #[test]
     fn small_copies_of_every_width() {

@@ -16,6 +16,7 @@
 use std::sync::Mutex;
 
 use crate::error::{GatherError, Result};
+use crate::hints::{self, fence, STREAM_MIN_OUT_BYTES};
 use crate::real::{Real, BF16, F16, F32};
 use crate::threads::{for_each_task, MAX_THREADS};
 
@@ -121,24 +122,6 @@ impl Indices<'_> {
 const PARALLEL_MIN_ELEMENTS: usize = 32 * 1024;
 /// The smallest piece of work one task does, in output elements.
 const TASK_MIN_ELEMENTS: usize = 8 * 1024;
-
-/// Outputs from this size on are written with non-temporal stores where the
-/// loop allows (4-bit codes into float32): a store that misses the cache
-/// would first read the line (write-allocate), so every output byte would
-/// cross the memory bus twice; the size of a server's last-level cache, as
-/// for the gathers' own streaming copies.
-const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
-
-/// Orders this thread's non-temporal stores before its later stores (the
-/// signal that its part of the output is done).
-#[inline]
-fn fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions; SSE is part of x86_64.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
-}
 
 /// The shape of the result: `shape[..g] + indices_shape + shape[g + 1..]`.
 pub fn block_quantized_out_shape(
@@ -575,20 +558,12 @@ fn fill_rows<R: Real, D: Decode>(
 /// `bytes`); a hint, never a read.
 #[inline(always)]
 fn prefetch_bytes(bytes: &[u8], start: usize, end: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let end = end.min(bytes.len());
-        let mut at = start;
-        while at < end {
-            // SAFETY: a prefetch is only a hint: it never faults and reads
-            // nothing the program sees; the address is inside `bytes`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(bytes.as_ptr().add(at).cast::<i8>()) };
-            at += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, start, end);
+    let end = end.min(bytes.len());
+    hints::lines(
+        bytes.as_ptr().wrapping_add(start),
+        end.saturating_sub(start),
+        false,
+    );
 }
 
 /// Dequantises the `geo.row` logical elements from `e0` into `out`, in

@@ -3,7 +3,8 @@
 //! ([`offsets`](crate::offsets)), then the block's slices are copied
 //! ([`copy`](crate::copy)).
 
-use crate::copy::{copy_block, fence, lookahead, prefetch_first};
+use crate::copy::{copy_block, lookahead, prefetch_first};
+use crate::hints::fence;
 use crate::index::IndexElem;
 use crate::offsets::{compute_offsets, prefetch_index_rows, BadRow};
 use crate::plan::Plan;

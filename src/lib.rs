@@ -17,6 +17,7 @@ mod dequantize;
 mod error;
 mod execute;
 mod half;
+mod hints;
 mod index;
 mod kernel;
 mod layout;

@@ -2,6 +2,7 @@
 //! offsets of a run of rows (checking their indices as they go), and the
 //! scan that finds the first bad index in C order for the error message.
 
+use crate::hints;
 use crate::index::IndexElem;
 use crate::plan::{Plan, TupleAxis};
 use crate::walk::Odometer;
@@ -121,31 +122,18 @@ unsafe fn run_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool, A: AsRef
 /// which a prefetch ignores.
 #[inline(always)]
 pub(crate) fn prefetch_index_rows(plan: &Plan<'_>, od: &Odometer, skip: usize, rows: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let Some(inner) = plan.rows.last() else {
-            return;
-        };
-        let Ok(stride) = usize::try_from(inner.index_stride) else {
-            return;
-        };
-        let base = plan
-            .indices
-            .first()
-            .wrapping_offset(od.index_off)
-            .wrapping_add(skip.wrapping_mul(stride));
-        let mut line = 0;
-        while line < rows.wrapping_mul(stride) {
-            // SAFETY: a prefetch never faults and reads nothing
-            // architecturally, whatever the address (wrapping_add keeps the
-            // arithmetic itself defined).
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line).cast()) };
-            line += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (plan, od, skip, rows);
+    let Some(inner) = plan.rows.last() else {
+        return;
+    };
+    let Ok(stride) = usize::try_from(inner.index_stride) else {
+        return;
+    };
+    let base = plan
+        .indices
+        .first()
+        .wrapping_offset(od.index_off)
+        .wrapping_add(skip.wrapping_mul(stride));
+    hints::lines(base, rows.wrapping_mul(stride), false);
 }
 
 /// Finds the first stored index (C order of `indices`) among index rows

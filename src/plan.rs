@@ -13,6 +13,7 @@
 
 use crate::convert::Cast;
 use crate::error::{fmt_tuple, GatherError, Result};
+use crate::hints::STREAM_MIN_OUT_BYTES;
 use crate::index::IndexType;
 use smallvec::SmallVec;
 
@@ -90,10 +91,6 @@ pub struct Plan<'a> {
     /// then `slice_bytes` and `out_bytes` count the output type's bytes.
     pub(crate) cast: Option<Cast>,
 }
-
-/// Outputs from this size on bypass the cache (about the size of a server's
-/// last-level cache; a smaller output may still be read from it soon).
-const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 
 /// Contiguous slices shorter than this are written with ordinary stores
 /// even into a huge output. Measured on the 2-core EPYC VM (interleaved,

@@ -24,6 +24,7 @@ use std::mem::MaybeUninit;
 
 use crate::convert::Cast;
 use crate::copy::copy_small;
+use crate::hints;
 
 /// At most this many ids take the row path; longer lists are planned (they
 /// also split over threads, which this path never does). Their offsets
@@ -265,7 +266,10 @@ impl<'a, I: RowId> Rows<'a, I> {
             // The row is in the table (`Rows::new`), so the product is
             // below `table.len()`.
             let offset = row * row_bytes;
-            prefetch_to_l2(&table[offset..offset + row_bytes]);
+            // Every line of the row into L2 rather than L1: the core tracks
+            // more misses in flight to L2, and L1 could not hold 64 KiB of
+            // rows anyway.
+            hints::span(table[offset..offset + row_bytes].as_ptr(), row_bytes, true);
             offsets.push(offset);
         }
         // Row-major over `dims`, a row lies below their product, the rows
@@ -375,37 +379,6 @@ fn take_rows_with<I: RowId>(
         }
     });
     Ok(())
-}
-
-/// Asks for every cache line of `row` to be brought into L2 (a hint: it
-/// reads nothing architecturally). L2 rather than L1: the core tracks more
-/// misses in flight to L2, and L1 could not hold 64 KiB of rows anyway.
-#[inline(always)]
-fn prefetch_to_l2(row: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-        let p = row.as_ptr();
-        let Some(last) = row.len().checked_sub(1) else {
-            return;
-        };
-        // Every 64th byte (a plain loop: with the width a constant, it
-        // compiles to straight-line code), then the last byte when it lies
-        // on a line those missed: a row that does not start on a line.
-        let mut at = 0;
-        while at <= last {
-            // SAFETY: prefetch is a hint that never faults; `at` is inside
-            // the row.
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(p.add(at).cast()) };
-            at += 64;
-        }
-        if p as usize % 64 + last % 64 >= 64 {
-            // SAFETY: as above; the row's last byte.
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(p.add(last).cast()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 use std::ops::Range;
 
 use super::{locate, Bounds, Ready, Stop, ZERO_ROW};
-use crate::copy::{fence, prefetch, stream_copy, PREFETCH_LINES};
+use crate::copy::{prefetch, stream_copy, PREFETCH_LINES};
+use crate::hints::fence;
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
 use crate::mode::Mode;

@@ -5,9 +5,10 @@
 use smallvec::SmallVec;
 
 use super::{Positions, Prepared, Word};
-use crate::copy::{copy_block, copy_small, fence};
+use crate::copy::{copy_block, copy_small};
 use crate::error::{GatherError, Result};
 use crate::execute::{split_rows, task_rows, SharedOut, RANDOM_ROW_COST};
+use crate::hints::fence;
 use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
 use crate::mode::Mode;

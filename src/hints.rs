@@ -1,0 +1,115 @@
+//! Every cache hint and store fence of the crate, and the sizes that decide
+//! how far a hint reaches: the one place a retune of the memory-system
+//! constants (issue 31) has to find. The loops that issue the hints stay
+//! with their paths; the hints themselves are issued only here.
+
+/// The cache line of every x86-64 core: hints are one a line.
+pub(crate) const LINE: usize = 64;
+
+/// At most this many bytes of a slice are prefetched: longer slices are
+/// streamed well by the hardware prefetcher once started.
+pub(crate) const PREFETCH_MAX: usize = 1024;
+
+/// Outputs from this size on are written with non-temporal stores where
+/// the loop allows: a store that misses the cache first reads its line
+/// (write-allocate), so every output byte would cross the memory bus twice;
+/// the size of a server's last-level cache.
+pub(crate) const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
+
+/// Asks the cache for the line at `p`: into L2 if `far`, else into L1. A
+/// hint only: it never faults and reads nothing the program sees, whatever
+/// the address, so `p` need not point into anything.
+///
+/// Why L2 for long walks: a prefetch to L1 holds one of the core's few L1
+/// miss buffers (about 24 on Zen) until its line arrives, which caps the
+/// lines in flight whatever the distance; one to L2 uses the L2's (about
+/// 64), and the copy's load then hits L2.
+#[inline(always)]
+pub(crate) fn line(p: *const u8, far: bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0, _MM_HINT_T1};
+        // SAFETY: prefetch is a hint that never faults and reads nothing
+        // architecturally; the address need not be valid.
+        unsafe {
+            if far {
+                _mm_prefetch::<_MM_HINT_T1>(p.cast());
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(p.cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, far);
+}
+
+/// [`line`] at `p`, `p + 64`, ... while below `p + bytes`: the lines of a
+/// run that starts on a line, or every line but the last of one that does
+/// not (see [`span`]).
+#[inline(always)]
+pub(crate) fn lines(p: *const u8, bytes: usize, far: bool) {
+    let mut at = 0;
+    while at < bytes {
+        line(p.wrapping_add(at), far);
+        at += LINE;
+    }
+}
+
+/// Every line the `bytes` bytes from `p` touch: [`lines`], then the last
+/// byte's line when those missed it (a run that does not start on a line).
+/// With `bytes` a constant it compiles to straight-line code.
+#[inline(always)]
+pub(crate) fn span(p: *const u8, bytes: usize, far: bool) {
+    let Some(last) = bytes.checked_sub(1) else {
+        return;
+    };
+    lines(p, bytes, far);
+    if p.addr() % LINE + last % LINE >= LINE {
+        line(p.wrapping_add(last), far);
+    }
+}
+
+/// Orders this thread's non-temporal stores before its later stores (for
+/// instance, the signal that its part of the output is done).
+#[inline]
+pub(crate) fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions; SSE2 is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The addresses [`span`] would hint, by the same arithmetic.
+    fn spanned(p: usize, bytes: usize) -> Vec<usize> {
+        let mut hinted: Vec<usize> = (0..bytes).step_by(LINE).map(|at| p + at).collect();
+        if bytes > 0 && p % LINE + (bytes - 1) % LINE >= LINE {
+            hinted.push(p + bytes - 1);
+        }
+        hinted
+    }
+
+    #[test]
+    fn a_span_hints_every_line_it_touches_once() {
+        for p in [0usize, 1, 4, 63, 64, 100] {
+            for bytes in 0..300 {
+                let lines_touched: Vec<usize> = if bytes == 0 {
+                    vec![]
+                } else {
+                    (p / LINE..=(p + bytes - 1) / LINE).collect()
+                };
+                let mut got: Vec<usize> = spanned(p, bytes).iter().map(|a| a / LINE).collect();
+                got.dedup();
+                assert_eq!(got, lines_touched, "p={p} bytes={bytes}");
+            }
+        }
+        // And the hints themselves are harmless on any address.
+        span(std::ptr::null(), 4096, true);
+        lines(usize::MAX as *const u8, 256, false);
+        fence();
+    }
+}
