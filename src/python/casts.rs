@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use numpy::npyffi;
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -16,13 +17,13 @@ const WHICH: &str = "dtype= converts only where every value is kept: the casts \
 
 /// `dtype=`, resolved: the descriptor it names, and what [`Target::cast_from`]
 /// needs to reuse the conversion the last such call chose.
-pub(crate) struct Target<'py> {
+pub(crate) struct Target<'a, 'py> {
     /// The descriptor `dtype=` names.
     pub(crate) dtype: Bound<'py, PyArrayDescr>,
     /// The `dtype=` argument itself, when it names the same descriptor
     /// every time (a descriptor, or a type whose attributes cannot be set:
     /// NumPy's own scalar types), so that its conversions may be remembered.
-    fixed: Option<Bound<'py, PyAny>>,
+    fixed: Option<&'a Bound<'py, PyAny>>,
     /// Data's dtype as the memo found it, and the conversion from it.
     known: Option<(Bound<'py, PyArrayDescr>, Option<Cast>)>,
 }
@@ -33,10 +34,10 @@ pub(crate) struct Target<'py> {
 /// reads any array's shape, strides or data pointer: code run here may
 /// change them all. When the memo holds this argument for data's present
 /// dtype, no code runs and the conversion comes with it.
-pub(crate) fn target_dtype<'py>(
-    dtype: &Bound<'py, PyAny>,
+pub(crate) fn target_dtype<'a, 'py>(
+    dtype: &'a Bound<'py, PyAny>,
     data: &Bound<'py, PyAny>,
-) -> PyResult<Target<'py>> {
+) -> PyResult<Target<'a, 'py>> {
     let py = dtype.py();
     if let Ok(table) = data.cast::<PyUntypedArray>() {
         let data_dtype = table.dtype();
@@ -48,7 +49,7 @@ pub(crate) fn target_dtype<'py>(
         if let Some((target, cast)) = hit {
             return Ok(Target {
                 dtype: target.into_bound(py),
-                fixed: Some(dtype.clone()),
+                fixed: Some(dtype),
                 known: Some((data_dtype, cast)),
             });
         }
@@ -57,7 +58,7 @@ pub(crate) fn target_dtype<'py>(
         Ok(d) => {
             return Ok(Target {
                 dtype: d.clone(),
-                fixed: Some(dtype.clone()),
+                fixed: Some(dtype),
                 known: None,
             })
         }
@@ -71,12 +72,26 @@ pub(crate) fn target_dtype<'py>(
     };
     Ok(Target {
         dtype: PyArrayDescr::new(py, dtype)?,
-        fixed: fixed.then(|| dtype.clone()),
+        fixed: fixed.then_some(dtype),
         known: None,
     })
 }
 
-impl Target<'_> {
+impl<'py> Target<'_, 'py> {
+    /// Data's dtype and the conversion from it, when the memo found them
+    /// and `table` still has that dtype: nothing to choose, no code to run.
+    pub(crate) fn known_for(
+        &self,
+        table: &Bound<'_, PyUntypedArray>,
+    ) -> Option<(&Bound<'py, PyArrayDescr>, Option<Cast>)> {
+        let (known, cast) = self.known.as_ref()?;
+        // SAFETY: reading the descriptor pointer of a live array; nothing
+        // is dereferenced. `known` is held, so its address cannot have been
+        // reused by another descriptor.
+        let now = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(table.as_array_ptr())).descr };
+        (now.cast() == known.as_ptr()).then_some((known, *cast))
+    }
+
     /// The conversion from `data_dtype` into the target: `None` when the
     /// target is `data_dtype` itself (nothing to convert; the result keeps
     /// `data_dtype`), a `TypeError` naming both dtypes when the conversion
@@ -95,7 +110,7 @@ impl Target<'_> {
         if let Some(arg) = &self.fixed {
             if scalar(data_dtype).is_some() && scalar(&self.dtype).is_some() {
                 let new = Last {
-                    dtype: arg.clone().unbind(),
+                    dtype: (*arg).clone().unbind(),
                     data: data_dtype.clone().unbind(),
                     target: self.dtype.clone().unbind(),
                     cast,

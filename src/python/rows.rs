@@ -25,7 +25,7 @@ pub(crate) fn try_take_rows<'py>(
     indices: &Bound<'py, PyAny>,
     op: &Op,
     out: Option<&Bound<'py, PyAny>>,
-    target: Option<&Target<'py>>,
+    target: Option<&Target<'_, 'py>>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let (Ok(table), Ok(ids)) = (
         data.cast::<PyUntypedArray>(),
@@ -37,28 +37,32 @@ pub(crate) fn try_take_rows<'py>(
     // shape is read (`target` came resolved, and no Python code of the
     // caller's runs from here on); a cast the general path would refuse is
     // left for it to refuse.
-    let data_dtype = table.dtype();
+    let owned;
+    let (data_dtype, cast) = match target.and_then(|t| t.known_for(table)) {
+        Some(hit) => hit,
+        None => {
+            owned = table.dtype();
+            let cast = match target.map(|t| t.cast_from(&owned)) {
+                None => None,
+                Some(Ok(cast)) => cast,
+                Some(Err(_)) => return Ok(None),
+            };
+            // Choosing a cast from a dtype of none of NumPy's kinds looks up
+            // its type's name, the one step that could run Python code (a
+            // metaclass's property): the row sizes below are of the dtype
+            // the cast was chosen for, or none.
+            if target.is_some() && owned.kind() == b'V' && !table.dtype().is(&owned) {
+                return Ok(None);
+            }
+            (&owned, cast)
+        }
+    };
     if data_dtype.has_object() {
         return Ok(None);
     }
-    let (cast, dtype) = match target {
-        None => (None, data_dtype.clone()),
-        Some(target) => {
-            let cast = match target.cast_from(&data_dtype) {
-                Ok(cast) => cast,
-                Err(_) => return Ok(None),
-            };
-            // Choosing a cast may look up a dtype's type name, the one step
-            // that could run Python code (a metaclass's property): the row
-            // sizes below are of the dtype the cast was chosen for, or none.
-            if !table.dtype().is(&data_dtype) {
-                return Ok(None);
-            }
-            match cast {
-                Some(cast) => (Some(cast), target.dtype.clone()),
-                None => (None, data_dtype.clone()),
-            }
-        }
+    let dtype = match (cast, target) {
+        (Some(_), Some(target)) => &target.dtype,
+        _ => data_dtype,
     };
     let (ids_shape, table_shape) = (ids.shape(), table.shape());
     // How many leading axes of the table are batch axes (GatherND's
@@ -120,13 +124,13 @@ pub(crate) fn try_take_rows<'py>(
     };
     let py = data.py();
     let Some(out) = out else {
-        let result = new_output(py, &dtype, &shape, count * out_row)?;
+        let result = new_output(py, dtype, &shape, count * out_row)?;
         // SAFETY: the array was just made; nothing else refers to its buffer.
         let buf = unsafe { bytes_mut(&result) };
         let taken = take(py, rows, ids, buf, cast);
         return Ok(taken.then(|| result.into_any()));
     };
-    let Ok(target) = check_out(out, &dtype, &shape) else {
+    let Ok(target) = check_out(out, dtype, &shape) else {
         return Ok(None);
     };
     if meets(&target, table) || meets(&target, ids) {
