@@ -23,7 +23,7 @@ use crate::layout::{ArrayView, SliceLayout};
 use crate::mode::Mode;
 use crate::offsets::resolve;
 use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
-use crate::threads::{for_each_task, MAX_THREADS};
+use crate::threads::{for_each_task, Disjoint, ReadShared, MAX_THREADS};
 use crate::validate::{check_numpy_size, checked_sizes};
 
 mod flat;
@@ -324,11 +324,15 @@ pub fn touched_chunks(
             tuple_axes(&starts, each, total)
         })
         .flatten();
-    let tuples = Tuples {
-        base: plan.indices.first(),
-        stride: axes.first().map_or(0, |a| a.index_stride),
-        tuple_stride: plan.tuple_stride,
-        wrap: plan.wrap_negative,
+    // SAFETY: `base` is the address of the checked indices view the plan
+    // borrows (shared, read-only) while the scan's tasks run.
+    let tuples = unsafe {
+        ReadShared::new(Tuples {
+            base: plan.indices.first(),
+            stride: axes.first().map_or(0, |a| a.index_stride),
+            tuple_stride: plan.tuple_stride,
+            wrap: plan.wrap_negative,
+        })
     };
     let (seen, bad) = with_index_type!(ty, T => {
         // The chunks read by index positions `start..start + count` (C
@@ -594,7 +598,10 @@ pub fn gather_chunks(
         dense: dense.as_deref(),
         prefetch_bytes: row_bytes.min(PREFETCH_MAX),
     };
-    let flat = flat_gather(&walk, &strides, out_bytes);
+    // SAFETY: the flat gather's raw addresses are those of the indices and
+    // of the given chunks, which the caller's views borrow (shared,
+    // read-only) for as long as the gather runs.
+    let flat = flat_gather(&walk, &strides, out_bytes).map(|f| unsafe { ReadShared::new(f) });
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let cost = out_bytes.saturating_add(n_rows.saturating_mul(ROW_COST));
@@ -629,7 +636,7 @@ pub fn gather_chunks(
         let per_task = n_rows
             .div_ceil(threads * 8)
             .max((32 * 1024usize).div_ceil((cost / n_rows).max(1)));
-        let base = SharedOut(out.as_mut_ptr());
+        let base = Disjoint::new(out.as_mut_ptr());
         for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
             if failed.load(Ordering::Relaxed) {
                 return;
@@ -692,19 +699,6 @@ fn flat_gather<'p>(
         grid_strides,
         (walk.row_bytes, out_bytes),
     )
-}
-
-/// The output's base address, shared by tasks that fill disjoint parts.
-struct SharedOut(*mut u8);
-
-// SAFETY: tasks only ever write disjoint ranges through the pointer, as
-// disjoint `chunks_mut` of the output would.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn at(&self, offset: usize) -> *mut u8 {
-        self.0.wrapping_add(offset)
-    }
 }
 
 /// C-order strides of the grid, in chunks.

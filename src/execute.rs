@@ -13,7 +13,7 @@ use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
 use crate::mode::Mode;
 use crate::offsets::{first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
-use crate::threads::{for_each_task, MAX_THREADS};
+use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
 
 /// When [`Plan::execute`] validates the indices, which decides what the
@@ -65,22 +65,6 @@ const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 /// memcpy.
 pub(crate) const RANDOM_ROW_COST: usize = 192;
 
-/// The output's base address, shared by the tasks that fill its disjoint
-/// parts.
-pub(crate) struct SharedOut(pub(crate) *mut u8);
-
-// SAFETY: tasks only ever write disjoint ranges through the pointer (see
-// `Plan::copy`), as disjoint `chunks_mut` of the output would be.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// The address `offset` bytes in (a method, so that closures capture the
-    /// whole `Sync` wrapper rather than its raw pointer field).
-    pub(crate) fn at(&self, offset: usize) -> *mut u8 {
-        self.0.wrapping_add(offset)
-    }
-}
-
 /// How many rows each task of a split of `n_rows` rows costing `cost` (in
 /// bytes of sequential copying) takes, or `None` if the work is too small
 /// to split over `threads` threads.
@@ -101,22 +85,6 @@ pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<us
 /// A task of [`split_rows`]: fills `chunk`, the rows from `start` on.
 pub(crate) type RowTask<'a, E = u8> =
     dyn Fn(usize, &mut [E]) -> std::result::Result<(), BadRow> + Sync + 'a;
-
-/// The base of a buffer whose disjoint parts tasks fill.
-struct Slots<E>(*mut E);
-
-// SAFETY: tasks only ever write disjoint ranges through the pointer (see
-// `split_rows`), as disjoint `chunks_mut` of the buffer would be; the
-// elements themselves may move between threads (`E: Send`).
-unsafe impl<E: Send> Sync for Slots<E> {}
-
-impl<E> Slots<E> {
-    /// Element `i`'s address (a method, so that closures capture the whole
-    /// `Sync` wrapper rather than its raw pointer field).
-    fn at(&self, i: usize) -> *mut E {
-        self.0.wrapping_add(i)
-    }
-}
 
 /// Counts a finished offsets task of [`Plan::offsets_then_copy`] when
 /// dropped, and marks the call failed if the task panicked.
@@ -149,7 +117,7 @@ pub(crate) fn split_rows<E: Send>(
     };
     let tasks = n_rows.div_ceil(rows_per_task);
     let failed = AtomicBool::new(false);
-    let base = Slots(out.as_mut_ptr());
+    let base = Disjoint::new(out.as_mut_ptr());
     debug_assert_eq!(out.len(), n_rows * per_row);
     for_each_task(threads, tasks, &|t| {
         if failed.load(Ordering::Relaxed) {
@@ -264,7 +232,10 @@ impl Plan<'_> {
             let start = t * rows_per_task;
             start..(start + rows_per_task).min(n)
         };
-        let (slots, base) = (Slots(offsets.as_mut_ptr()), Slots(out.as_mut_ptr()));
+        let (slots, base) = (
+            Disjoint::new(offsets.as_mut_ptr()),
+            Disjoint::new(out.as_mut_ptr()),
+        );
         let computed = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         for_each_task(threads, 2 * tasks, &|t| {

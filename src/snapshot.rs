@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::threads::{for_each_task, MAX_THREADS};
+use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
 
 /// Bytes copied and then hashed at a time (while they are in L2).
 const PART: usize = 256 * 1024;
@@ -28,7 +28,7 @@ pub fn copy_and_digest(src: &[u8], dst: Option<&mut [u8]>, threads: usize) -> u6
     }
     let parts = src.len().div_ceil(PART);
     let digests: Vec<AtomicU64> = (0..parts).map(|_| AtomicU64::new(0)).collect();
-    let out = dst.map(|d| SharedOut(d.as_mut_ptr()));
+    let out = dst.map(|d| Disjoint::new(d.as_mut_ptr()));
     let part = |t: usize| {
         let start = t * PART;
         let bytes = &src[start..src.len().min(start + PART)];
@@ -38,7 +38,7 @@ pub fn copy_and_digest(src: &[u8], dst: Option<&mut [u8]>, threads: usize) -> u6
                 // it: same lengths) is written and read by this task alone,
                 // and `dst` is a slice of its own, not overlapping `src`.
                 let copy = unsafe {
-                    let d = out.0.add(start);
+                    let d = out.at(start);
                     std::ptr::copy_nonoverlapping(bytes.as_ptr(), d, bytes.len());
                     std::slice::from_raw_parts(d, bytes.len())
                 };
@@ -57,13 +57,6 @@ pub fn copy_and_digest(src: &[u8], dst: Option<&mut [u8]>, threads: usize) -> u6
         .collect();
     xxh64(&all, src.len() as u64)
 }
-
-/// The destination's base address, shared by tasks that write disjoint
-/// parts.
-struct SharedOut(*mut u8);
-
-// SAFETY: tasks write only their own disjoint part through the pointer.
-unsafe impl Sync for SharedOut {}
 
 const P1: u64 = 0x9E37_79B1_85EB_CA87;
 const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;

@@ -165,6 +165,75 @@ pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
     Ok(())
 }
 
+/// A value whose raw addresses point into memory its owner borrows shared
+/// (read-only) while the tasks of a split use it: the one way the crate
+/// shares such a value between threads.
+pub(crate) struct ReadShared<T>(T);
+
+// SAFETY: by `new`'s contract, through the value the tasks only read
+// memory that is borrowed shared, which is what a shared borrow allows from
+// any number of threads at once.
+unsafe impl<T> Sync for ReadShared<T> {}
+
+impl<T> ReadShared<T> {
+    /// Shares `value` with the tasks of a split.
+    ///
+    /// # Safety
+    /// Every address `value` holds points into memory borrowed shared for
+    /// as long as the share is used, and `value` has no interior
+    /// mutability: through it, tasks only read.
+    pub(crate) unsafe fn new(value: T) -> Self {
+        ReadShared(value)
+    }
+}
+
+impl<T> std::ops::Deref for ReadShared<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// The base of a buffer whose disjoint parts the tasks of a split write:
+/// the one way the crate shares a buffer for writing between threads.
+/// Holding the address is safe; every use of it is `unsafe`, and says why
+/// its part is its own.
+pub(crate) struct Disjoint<T>(*mut T);
+
+// SAFETY: tasks only ever reach disjoint elements through the pointer (each
+// use says how its parts are disjoint), as disjoint `chunks_mut` of the
+// buffer would be reached; the elements themselves may move between
+// threads (`T: Send`).
+unsafe impl<T: Send> Sync for Disjoint<T> {}
+
+impl<T> Disjoint<T> {
+    /// Shares the buffer at `base` (a slice's or a vector's, whose
+    /// capacity the tasks fill).
+    pub(crate) fn new(base: *mut T) -> Self {
+        Disjoint(base)
+    }
+
+    /// Element `i`'s address (a method, so that closures capture the whole
+    /// `Sync` wrapper rather than its raw pointer field).
+    #[inline(always)]
+    pub(crate) fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+
+    /// Writes `v` at element `i`.
+    ///
+    /// # Safety
+    /// `i` is inside the buffer, and no other thread reads or writes it
+    /// meanwhile.
+    #[inline(always)]
+    pub(crate) unsafe fn put(&self, i: usize, v: T) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.0.add(i).write(v) };
+    }
+}
+
 /// Runs `task(0) .. task(n - 1)`, each exactly once, on the calling thread
 /// and up to `threads - 1` pool workers.
 ///

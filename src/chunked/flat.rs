@@ -46,11 +46,6 @@ pub(super) struct Tuples {
     pub(super) wrap: bool,
 }
 
-// SAFETY: `base` is the address of a checked indices view that the caller
-// borrows (shared, read-only) while the loops run; reading it from several
-// threads is what the view allows.
-unsafe impl Sync for Tuples {}
-
 /// One axis a tuple addresses.
 pub(super) struct TupleAxis {
     /// Its length, which the indices are resolved against.
@@ -367,12 +362,6 @@ pub(super) struct Flat<'p> {
     /// one-shot gather writes the same output (`plan::streams`).
     stream: bool,
 }
-
-// SAFETY: the raw addresses are those of the indices and of the given
-// chunks, which the caller's views borrow (shared, read-only) for as long
-// as the gather runs; reading them from several threads is what the views
-// allow.
-unsafe impl Sync for Flat<'_> {}
 
 impl<'p> Flat<'p> {
     /// The flat gather, if the call has its shape: `at` are the tuples,

@@ -7,14 +7,14 @@ use smallvec::SmallVec;
 use super::{Positions, Prepared, Word};
 use crate::copy::{copy_block, copy_small};
 use crate::error::{GatherError, Result};
-use crate::execute::{split_rows, task_rows, SharedOut, RANDOM_ROW_COST};
+use crate::execute::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::hints::fence;
 use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::Plan;
-use crate::threads::for_each_task;
+use crate::threads::{for_each_task, Disjoint};
 
 /// How a call turns positions into byte offsets in its `data`.
 #[derive(Clone, Debug)]
@@ -196,7 +196,7 @@ impl PreparedCall<'_> {
     /// a range of them and scatters the slices to their rows.
     fn execute_in_address_order(&self, order: &[u32], out: &mut [u8], threads: usize, cost: usize) {
         let n = order.len();
-        let base = SharedOut(out.as_mut_ptr());
+        let base = Disjoint::new(out.as_mut_ptr());
         let zero = self.prepared.mode == Mode::Zero;
         let run = |range: std::ops::Range<usize>| {
             let rows = &order[range.clone()];
@@ -240,7 +240,7 @@ impl PreparedCall<'_> {
         &self,
         positions: &[W],
         rows: &[u32],
-        base: &SharedOut,
+        base: &Disjoint<u8>,
     ) {
         let sb = self.plan.slice_bytes;
         let per_block = (SCATTER_BUFFER_BYTES / sb).clamp(1, BLOCK);

@@ -5,7 +5,7 @@
 
 use super::{count, with_capacity, Word};
 use crate::error::Result;
-use crate::threads::for_each_task;
+use crate::threads::{for_each_task, Disjoint};
 
 /// Whether `order` holds each of `0..n` once.
 pub(super) fn is_permutation(order: &[u32], n: usize) -> bool {
@@ -44,26 +44,6 @@ const SORT_DIGIT_BITS: u32 = 11;
 /// Sorts of at least this many positions are split over threads: each
 /// counts and moves its own range of items.
 pub(super) const SORT_PARALLEL_MIN_ROWS: usize = 1 << 18;
-
-/// A buffer that the tasks of a counting pass write at disjoint slots.
-struct SharedSlots<T>(*mut T);
-
-// SAFETY: the tasks of a pass write disjoint slots through the pointer (see
-// `counting_pass`), as disjoint `chunks_mut` would be written.
-unsafe impl<T: Send> Sync for SharedSlots<T> {}
-
-impl<T> SharedSlots<T> {
-    /// Writes `v` at `slot`.
-    ///
-    /// # Safety
-    /// `slot` is inside the buffer, and no other thread reads or writes it
-    /// meanwhile.
-    #[inline(always)]
-    unsafe fn put(&self, slot: usize, v: T) {
-        // SAFETY: forwarded from the caller.
-        unsafe { self.0.add(slot).write(v) };
-    }
-}
 
 /// One stable counting pass over items `0..n`, cut in `parts` ranges run as
 /// tasks on up to `threads` threads: `digit(i)` is item i's bucket (below
@@ -156,7 +136,7 @@ pub(super) fn by_address(
     let pack = |p: u32, row: u32| (p as u64) << 32 | row as u64;
     let unpack = |pair: u64| ((pair >> 32) as u32, pair as u32);
     let mut pairs: Vec<u64> = with_capacity(n)?;
-    let dst = SharedSlots(pairs.as_mut_ptr());
+    let dst = Disjoint::new(pairs.as_mut_ptr());
     counting_pass(
         n,
         parts,
@@ -172,7 +152,7 @@ pub(super) fn by_address(
     unsafe { pairs.set_len(n) };
     let mut to: Vec<u64> = with_capacity(if passes > 2 { n } else { 0 })?;
     for pass in 1..passes - 1 {
-        let dst = SharedSlots(to.as_mut_ptr());
+        let dst = Disjoint::new(to.as_mut_ptr());
         let src = &pairs;
         counting_pass(
             n,
@@ -193,8 +173,8 @@ pub(super) fn by_address(
     let mut sorted = positions;
     let mut rows: Vec<u32> = with_capacity(n)?;
     let (to_sorted, to_rows) = (
-        SharedSlots(sorted.as_mut_ptr()),
-        SharedSlots(rows.as_mut_ptr()),
+        Disjoint::new(sorted.as_mut_ptr()),
+        Disjoint::new(rows.as_mut_ptr()),
     );
     let src = &pairs;
     counting_pass(
