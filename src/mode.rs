@@ -21,6 +21,15 @@ impl Mode {
             _ => None,
         }
     }
+
+    /// The Python-facing spelling, as [`Mode::parse`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Raise => "raise",
+            Mode::Zero => "zero",
+            Mode::Clip => "clip",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -31,5 +40,8 @@ mod tests {
     fn mode_names() {
         assert_eq!(Mode::parse("zero"), Some(Mode::Zero));
         assert_eq!(Mode::parse("wrap"), None);
+        for mode in [Mode::Raise, Mode::Zero, Mode::Clip] {
+            assert_eq!(Mode::parse(mode.name()), Some(mode));
+        }
     }
 }

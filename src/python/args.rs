@@ -1,10 +1,36 @@
-//! Integer arguments (`axis`, `batch_dims`, `n`): any Python int is
-//! accepted as such, and one outside the 64-bit range is a `ValueError`
-//! naming the parameter and the value, as every other out-of-range
-//! attribute is, rather than PyO3's `OverflowError`.
+//! The arguments every binding reads the same way: the operator and its
+//! attributes, `mode`, and integer arguments (`axis`, `batch_dims`, `n`):
+//! any Python int is accepted as such, and one outside the 64-bit range is
+//! a `ValueError` naming the parameter and the value, as every other
+//! out-of-range attribute is, rather than PyO3's `OverflowError`.
 
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::{GatherError, Mode};
+
+/// Which operator, with its attributes as Python passed them.
+pub(crate) enum Op {
+    GatherNd { batch_dims: Int64 },
+    Gather { axis: Int64, batch_dims: Int64 },
+}
+
+/// What the operator does with indices outside `[0, s)`.
+pub(crate) struct IndexRules<'a> {
+    /// `"raise"`, `"zero"` or `"clip"`.
+    pub mode: &'a str,
+    /// Whether negative indices count from the end of their axis.
+    pub wrap_negative: bool,
+}
+
+/// `mode`, or the `ValueError` every binding gives for another string.
+pub(crate) fn mode_arg(mode: &str) -> PyResult<Mode> {
+    Ok(Mode::parse(mode).ok_or_else(|| {
+        GatherError::InvalidArgument(format!(
+            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
+        ))
+    })?)
+}
 
 /// An integer argument as extracted: its value, or, for an int beyond
 /// `i64`, its decimal text until [`Int64::get`] names the parameter.

@@ -6,12 +6,12 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::args::Int64;
+use super::args::{mode_arg, Int64};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::objects::own_copied_references;
 use crate::{
     chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, ChunkGrid,
-    GatherError, Mode, Operator, Whole,
+    GatherError, Operator, Whole,
 };
 
 fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
@@ -23,14 +23,6 @@ fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
             batch_dims,
         },
     })
-}
-
-fn parse_mode(mode: &str) -> PyResult<Mode> {
-    Ok(Mode::parse(mode).ok_or_else(|| {
-        GatherError::InvalidArgument(format!(
-            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
-        ))
-    })?)
 }
 
 fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Option<Whole> {
@@ -63,7 +55,7 @@ fn gather_layout_py(
     mode: &str,
 ) -> PyResult<(Vec<usize>, usize, Vec<usize>)> {
     let op = operator(axis, batch_dims)?;
-    parse_mode(mode)?;
+    mode_arg(mode)?;
     data_array(&empty(dtype)?)?;
     let (_, ty) = index_array(&empty(indices_dtype)?)?;
     let layout = chunked_layout(&data_shape, dtype.itemsize(), &indices_shape, ty, op)?;
@@ -88,7 +80,7 @@ fn chunks_touched_py(
     index_offset: Option<Vec<usize>>,
 ) -> PyResult<Vec<Vec<usize>>> {
     let op = operator(axis, batch_dims)?;
-    let mode = parse_mode(mode)?;
+    let mode = mode_arg(mode)?;
     let (indices, ty) = index_array(indices)?;
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
@@ -126,7 +118,7 @@ fn gather_chunks_py<'py>(
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = chunks.py();
     let op = operator(axis, batch_dims)?;
-    let mode = parse_mode(mode)?;
+    let mode = mode_arg(mode)?;
     data_array(&empty(dtype)?)?;
     // Every chunk and the indices are converted before any is read: a
     // conversion (a key's `__index__`, a value's or the indices'

@@ -8,13 +8,11 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::arrays::{bytes_mut, new_output, view};
+use super::detach::run_detached;
 use crate::{
     block_quantized_out_shape, gather_block_quantized, num_threads, BlockQuantized, Codes,
     GatherError, Indices, ScaleType,
 };
-
-/// Below this many output bytes the GIL stays held (as in `gateway`).
-const DETACH_MIN_BYTES: usize = 64 * 1024;
 
 /// The bytes of a C-contiguous array.
 fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {
@@ -123,10 +121,8 @@ pub(crate) fn gather_block_quantized_py<'py>(
     // SAFETY: the array was just made, C-contiguous and writeable; nothing
     // else refers to its buffer.
     let out = unsafe { bytes_mut(&result) };
-    if n_bytes < DETACH_MIN_BYTES {
-        gather_block_quantized(&q, idx, out, num_threads())?;
-    } else {
-        py.detach(|| gather_block_quantized(&q, idx, out, num_threads()))?;
-    }
+    run_detached(py, n_bytes, || {
+        gather_block_quantized(&q, idx, out, num_threads())
+    })?;
     Ok(result)
 }

@@ -5,28 +5,13 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::args::Int64;
+use super::args::{mode_arg, IndexRules, Op};
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, raw_bytes, view};
 use super::casts::target_dtype;
+use super::detach::run_detached;
 use super::objects::{assign, own_copied_references};
 use super::rows::try_take_rows;
-use crate::{
-    num_threads, plan_gather, plan_gather_nd, ArrayView, GatherError, Mode, Plan, Validation,
-};
-
-/// Which operator, with its attributes as Python passed them.
-pub(crate) enum Op {
-    GatherNd { batch_dims: Int64 },
-    Gather { axis: Int64, batch_dims: Int64 },
-}
-
-/// What the operator does with indices outside `[0, s)`.
-pub(crate) struct IndexRules<'a> {
-    /// `"raise"`, `"zero"` or `"clip"`.
-    pub mode: &'a str,
-    /// Whether negative indices count from the end of their axis.
-    pub wrap_negative: bool,
-}
+use crate::{num_threads, plan_gather, plan_gather_nd, ArrayView, Mode, Plan, Validation};
 
 pub(crate) fn gather<'py>(
     data: &Bound<'py, PyAny>,
@@ -36,12 +21,7 @@ pub(crate) fn gather<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mode = Mode::parse(rules.mode).ok_or_else(|| {
-        GatherError::InvalidArgument(format!(
-            "mode must be 'raise', 'zero' or 'clip', got {:?}",
-            rules.mode
-        ))
-    })?;
+    let mode = mode_arg(rules.mode)?;
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
@@ -115,28 +95,11 @@ pub(crate) fn gather<'py>(
         // shares no memory with `data` or `indices`, the only other arrays
         // borrowed here.
         let buf = unsafe { bytes_mut(&target) };
-        run_detached(data.py(), &plan, || {
+        run_detached(data.py(), plan.work_bytes(), || {
             plan.execute(mode, buf, Validation::BeforeWriting, num_threads())
         })?;
     }
     Ok(out.clone())
-}
-
-/// Below this much work (a few microseconds), the GIL stays held: releasing
-/// and retaking it costs about as much as the copy, and a service's other
-/// threads gain nothing from a gap that short (Python switches threads
-/// every 5 ms) while, under contention, retaking it can queue the call
-/// behind them.
-pub(crate) const DETACH_MIN_BYTES: usize = 64 * 1024;
-
-/// Runs a copy with the GIL released, so other Python threads go on,
-/// unless the call is too small for that to matter.
-fn run_detached<R: Send>(py: Python<'_>, plan: &Plan<'_>, copy: impl FnOnce() -> R + Send) -> R {
-    if plan.work_bytes() < DETACH_MIN_BYTES {
-        copy()
-    } else {
-        py.detach(copy)
-    }
 }
 
 /// Gathers into a new array.
@@ -161,7 +124,7 @@ fn fresh_result<'py>(
         }
         own_copied_references(&result)?;
     } else {
-        run_detached(py, plan, || {
+        run_detached(py, plan.work_bytes(), || {
             plan.execute(mode, buf, Validation::WhileCopying, num_threads())
         })?;
     }

@@ -7,6 +7,7 @@ mod casts;
 mod cells;
 mod chunked;
 mod dequantize;
+mod detach;
 mod errors;
 mod fastcall;
 mod gateway;
@@ -16,9 +17,8 @@ mod rows;
 
 use pyo3::prelude::*;
 
-use args::Int64;
+use args::{IndexRules, Int64, Op};
 use fastcall::{extract_or, optional, Parsed, Signature};
-use gateway::{IndexRules, Op};
 use pyo3::ffi;
 use pyo3::sync::PyOnceLock;
 

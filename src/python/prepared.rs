@@ -9,9 +9,10 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
-use super::args::Int64;
+use super::args::{mode_arg, Int64};
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
-use super::gateway::{copy_into, overlaps, DETACH_MIN_BYTES};
+use super::detach::run_detached;
+use super::gateway::{copy_into, overlaps};
 use super::objects::own_copied_references;
 use crate::{
     num_threads, GatherError, IndexType, Mode, Operator, Positions, Prepared, PreparedCall,
@@ -28,22 +29,6 @@ use crate::{
 #[pyclass(frozen, module = "ndgather._core", name = "PreparedGather")]
 pub(crate) struct PreparedGather {
     inner: Prepared,
-}
-
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Raise => "raise",
-        Mode::Zero => "zero",
-        Mode::Clip => "clip",
-    }
-}
-
-fn parse_mode(mode: &str) -> PyResult<Mode> {
-    Ok(Mode::parse(mode).ok_or_else(|| {
-        GatherError::InvalidArgument(format!(
-            "mode must be 'raise', 'zero' or 'clip', got {mode:?}"
-        ))
-    })?)
 }
 
 /// A shape argument: sizes >= 0 that fit 64 bits.
@@ -71,7 +56,7 @@ pub(crate) fn prepare(
 ) -> PyResult<PreparedGather> {
     // In the one-shot call's order, so that the same bad argument is
     // reported first.
-    let mode = parse_mode(mode)?;
+    let mode = mode_arg(mode)?;
     let shape = shape_arg(shape)?;
     let (indices, index_type) = index_array(indices)?;
     let iview = view(&indices)?;
@@ -81,11 +66,7 @@ pub(crate) fn prepare(
     let run = || Prepared::new(op, &shape, iview, index_type, mode, threads);
     // Checked and resolved with the GIL released when large, as a one-shot
     // call's copy is.
-    let inner = if reads < DETACH_MIN_BYTES {
-        run()
-    } else {
-        py.detach(run)
-    }?;
+    let inner = run_detached(py, reads, run)?;
     Ok(PreparedGather { inner })
 }
 
@@ -122,7 +103,7 @@ impl PreparedGather {
     /// ``"raise"``, ``"zero"`` or ``"clip"``, as prepared.
     #[getter]
     fn mode(&self) -> &'static str {
-        mode_name(self.inner.mode())
+        self.inner.mode().name()
     }
 
     /// Gathers from ``data`` (shape ``data_shape``, any dtype and layout)
@@ -148,7 +129,9 @@ impl PreparedGather {
             // SAFETY: `target` is C-contiguous and writeable (check_out), and
             // shares no memory with `data`, the only other array borrowed.
             let buf = unsafe { bytes_mut(&target) };
-            run_detached(data.py(), &call, || call.execute(buf, num_threads()))?;
+            run_detached(data.py(), call.work_bytes(), || {
+                call.execute(buf, num_threads())
+            })?;
         }
         Ok(out.clone())
     }
@@ -159,7 +142,7 @@ impl PreparedGather {
             "PreparedGather(data_shape={}, shape={}, mode={:?}, nbytes={})",
             t(self.inner.data_shape()),
             t(self.inner.out_shape()),
-            mode_name(self.inner.mode()),
+            self.inner.mode().name(),
             self.inner.nbytes()
         )
     }
@@ -187,7 +170,7 @@ impl PreparedGather {
             (ikind, isize_),
             axis,
             batch_dims,
-            mode_name(mode),
+            mode.name(),
             width,
             PyBytes::new(py, &bytes),
             order.map(|o| PyBytes::new(py, &o)),
@@ -218,23 +201,9 @@ fn fresh_result<'py>(
         }
         own_copied_references(&result)?;
     } else {
-        run_detached(py, call, || call.execute(buf, num_threads()))?;
+        run_detached(py, call.work_bytes(), || call.execute(buf, num_threads()))?;
     }
     Ok(result)
-}
-
-/// Runs a copy with the GIL released unless it is small (as the gateway's
-/// `run_detached`).
-fn run_detached<R: Send>(
-    py: Python<'_>,
-    call: &PreparedCall<'_>,
-    copy: impl FnOnce() -> R + Send,
-) -> R {
-    if call.work_bytes() < DETACH_MIN_BYTES {
-        copy()
-    } else {
-        py.detach(copy)
-    }
 }
 
 /// The parts of a pickled state, in `__reduce__`'s order.

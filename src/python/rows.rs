@@ -9,10 +9,10 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use smallvec::SmallVec;
 
-use super::args::Int64;
+use super::args::{Int64, Op};
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
 use super::casts::Target;
-use super::gateway::{Op, DETACH_MIN_BYTES};
+use super::detach::run_detached;
 use crate::execute::RANDOM_ROW_COST;
 use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 
@@ -171,7 +171,8 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
 
 /// The rows of `table`, by ids (tuples of `table.dims.len()`) of their own
 /// type, converted by `cast` if given;
-/// whether the row path took them. A result of [`DETACH_MIN_BYTES`] or more
+/// whether the row path took them. A result of
+/// [`DETACH_MIN_BYTES`](super::detach::DETACH_MIN_BYTES) or more
 /// is copied with the GIL released, as the general path's are (the ids are
 /// read and checked before, with it held).
 fn take(
@@ -197,15 +198,8 @@ fn take(
         let ids = unsafe {
             std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
         };
-        let detach = out.len() >= DETACH_MIN_BYTES;
-        take_tuples_in(table, ids, out, cast, |copy| {
-            if detach {
-                py.detach(copy);
-            } else {
-                copy();
-            }
-        })
-        .is_ok()
+        let bytes = out.len();
+        take_tuples_in(table, ids, out, cast, |copy| run_detached(py, bytes, copy)).is_ok()
     }
     if ids.dtype().itemsize() == 8 {
         typed::<i64>(py, table, ids, out, cast)
