@@ -11,6 +11,12 @@
 //! The functions stay defined with `#[pyfunction]` (their docs and text
 //! signatures are read from those at import), and the registered function
 //! calls the same Rust function with the arguments found here.
+//!
+//! They are registered through PyO3's trampoline (`pyo3::impl_`, hidden
+//! from its docs and outside its semver promise), so Cargo.toml pins PyO3
+//! to the exact version this was written for (0.30.1): any other fails to
+//! resolve at build time rather than compiling against a trampoline that
+//! may have changed.
 
 use std::ffi::{c_char, CString};
 
