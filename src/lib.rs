@@ -56,10 +56,7 @@ pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
 pub use prepared::{Positions, Prepared, PreparedCall, PreparedParts};
-pub use rows::{
-    take_rows, take_rows_as, take_rows_in, take_tuples_in, Declined, RowId, RowTable,
-    MAX_ROW_BYTES, MAX_ROW_IDS,
-};
+pub use rows::{take_tuples_in, Declined, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 pub use snapshot::copy_and_digest;
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 

@@ -71,57 +71,6 @@ impl RowId for i32 {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Declined;
 
-/// Copies row `ids[k]` of `table` (rows of `row_bytes` bytes, one after the
-/// other) into `out[k * row_bytes..][..row_bytes]`, for every `k`; negative
-/// ids count from the end. Every id is read once and checked before
-/// anything is written: on [`Declined`], `out` is untouched.
-pub fn take_rows<I: RowId>(
-    table: &[u8],
-    row_bytes: usize,
-    ids: &[I],
-    out: &mut [u8],
-) -> Result<(), Declined> {
-    take_rows_in(table, row_bytes, ids, out, None, |copy| copy())
-}
-
-/// [`take_rows`] into a wider type (`dtype=`): each row, `row_bytes` of
-/// `cast.from()` elements, converted by `cast` into as many `cast.to()`
-/// elements in `out`.
-pub fn take_rows_as<I: RowId>(
-    table: &[u8],
-    row_bytes: usize,
-    ids: &[I],
-    out: &mut [u8],
-    cast: Cast,
-) -> Result<(), Declined> {
-    take_rows_in(table, row_bytes, ids, out, Some(cast), |copy| copy())
-}
-
-/// [`take_rows`] (or [`take_rows_as`] with a `cast`) in two steps: every
-/// id is read and checked, and its row requested, on the calling thread;
-/// then `run` is handed the copy, which reads only `table` and writes only
-/// `out`, to run where it likes (the bindings release the GIL for a large
-/// one: the ids are not read again). `run` is not called on [`Declined`].
-pub fn take_rows_in<I: RowId>(
-    table: &[u8],
-    row_bytes: usize,
-    ids: &[I],
-    out: &mut [u8],
-    cast: Option<Cast>,
-    run: impl FnOnce(&mut (dyn FnMut() + Send)),
-) -> Result<(), Declined> {
-    if row_bytes == 0 || table.len() % row_bytes != 0 {
-        return Err(Declined);
-    }
-    let table = RowTable {
-        bytes: table,
-        batches: 1,
-        dims: &[table.len() / row_bytes],
-        row_bytes,
-    };
-    take_tuples_in(table, ids, out, cast, run)
-}
-
 /// A C-contiguous array as the row path sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct RowTable<'a> {
@@ -136,14 +85,22 @@ pub struct RowTable<'a> {
     pub row_bytes: usize,
 }
 
-/// [`take_rows_in`] by tuples of indices (GatherND): `ids` holds one tuple
-/// of `table.dims.len()` indices per row taken, each counting from the end
-/// of its axis when negative, the tuples of each batch (block of the
-/// table) one after the other, as many for each; a row is the slice its
-/// tuple names in its batch's block. With one batch and one axis this is
-/// [`take_rows_in`]: short lists of points, rows or slices, as a service's
-/// request names them, skip the plan too (by callgrind, a 2x2 GatherND by
-/// two pairs: 5,700 instructions a call planned, see `python::rows`).
+/// The rows of `table` named by `ids` (tuples of indices, GatherND), into
+/// `out`, converted by `cast` if given: `ids` holds one tuple of
+/// `table.dims.len()` indices per row taken, each counting from the end of
+/// its axis when negative, the tuples of each batch (block of the table)
+/// one after the other, as many for each; a row is the slice its tuple
+/// names in its batch's block (with one batch and one axis, rows by ids).
+/// Short lists of points, rows or slices, as a service's request names
+/// them, skip the plan (by callgrind, a 2x2 GatherND by two pairs: 5,700
+/// instructions a call planned, see `python::rows`).
+///
+/// In two steps: every id is read and checked, and its row requested, on
+/// the calling thread; then `run` is handed the copy, which reads only
+/// `table` and writes only `out`, to run where it likes (the bindings
+/// release the GIL for a large one: the ids are not read again). Every id
+/// is checked before anything is written: on [`Declined`], `out` is
+/// untouched and `run` is not called.
 pub fn take_tuples_in<I: RowId>(
     table: RowTable<'_>,
     ids: &[I],
@@ -384,6 +341,47 @@ fn take_rows_with<I: RowId>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows `ids[k]` of `table` (rows of `row_bytes` bytes, one after the
+    /// other) by the row path, as the bindings call it for a 2-d table.
+    fn take_rows_in<I: RowId>(
+        table: &[u8],
+        row_bytes: usize,
+        ids: &[I],
+        out: &mut [u8],
+        cast: Option<Cast>,
+        run: impl FnOnce(&mut (dyn FnMut() + Send)),
+    ) -> Result<(), Declined> {
+        if row_bytes == 0 || table.len() % row_bytes != 0 {
+            return Err(Declined);
+        }
+        let table = RowTable {
+            bytes: table,
+            batches: 1,
+            dims: &[table.len() / row_bytes],
+            row_bytes,
+        };
+        take_tuples_in(table, ids, out, cast, run)
+    }
+
+    fn take_rows_as<I: RowId>(
+        table: &[u8],
+        row_bytes: usize,
+        ids: &[I],
+        out: &mut [u8],
+        cast: Cast,
+    ) -> Result<(), Declined> {
+        take_rows_in(table, row_bytes, ids, out, Some(cast), |copy| copy())
+    }
+
+    fn take_rows<I: RowId>(
+        table: &[u8],
+        row_bytes: usize,
+        ids: &[I],
+        out: &mut [u8],
+    ) -> Result<(), Declined> {
+        take_rows_in(table, row_bytes, ids, out, None, |copy| copy())
+    }
 
     fn table(rows: usize, row_bytes: usize) -> Vec<u8> {
         (0..rows * row_bytes)
