@@ -82,15 +82,20 @@ def check_indices(op: str, indices: npt.ArrayLike, allowed: IndexTypes) -> Array
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def int64_attribute(op: str, name: str, value: int) -> int:
-    """`value` as an int of ONNX's attribute type (int64): a TypeError for a non-integer, a
-    ValueError naming the rule for an integer beyond 64 bits."""
+def _integer(op: str, name: str, value: int) -> int:
+    """`value` as an int (its `__index__`), else a TypeError naming the attribute."""
     try:
-        v = operator.index(value)
+        return operator.index(value)
     except TypeError:
         raise TypeError(
             f"{op}: attribute {name} must be an integer, got {type(value).__name__}"
         ) from None
+
+
+def int64_attribute(op: str, name: str, value: int) -> int:
+    """`value` as an int of ONNX's attribute type (int64): a TypeError for a non-integer, a
+    ValueError naming the rule for an integer beyond 64 bits."""
+    v = _integer(op, name, value)
     if not INT64_MIN <= v <= INT64_MAX:
         raise ValueError(
             f"{op}: attribute {name} must fit in a signed 64-bit integer (an ONNX attribute "
@@ -101,12 +106,7 @@ def int64_attribute(op: str, name: str, value: int) -> int:
 
 def check_attribute(op: str, name: str, value: int, low: int, high: int) -> int:
     """`value` as an int in `[low, high]`, else a ValueError naming the rule."""
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(
-            f"{op}: attribute {name} must be an integer, got {type(value).__name__}"
-        ) from None
+    v = _integer(op, name, value)
     if not low <= v <= high:
         raise ValueError(f"{op}: attribute {name} must be in [{low}, {high}], got {v}")
     return v
