@@ -28,16 +28,11 @@ pub(crate) fn gather<'py>(
     let target = dtype
         .filter(|d| !d.is_none())
         .map(|d| target_dtype(d, data));
-    if mode == Mode::Raise && rules.wrap_negative {
-        let row_target = match &target {
-            None => Some(None),
-            Some(Ok(target)) => Some(Some(target)),
-            Some(Err(_)) => None,
-        };
-        if let Some(target) = row_target {
-            if let Some(result) = try_take_rows(data, indices, &op, out, target)? {
-                return Ok(result);
-            }
+    // A `dtype=` that failed to resolve is left for the general path to raise.
+    if mode == Mode::Raise && rules.wrap_negative && !matches!(target, Some(Err(_))) {
+        let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
+        if let Some(result) = try_take_rows(data, indices, &op, out, row_target)? {
+            return Ok(result);
         }
     }
     let data = data_array(data)?;
