@@ -1,0 +1,64 @@
+//! Tests of `copy.rs`.
+
+use super::*;
+use crate::hints::fence;
+
+#[test]
+fn small_copies_of_every_width() {
+    let src: Vec<u8> = (1..=64).collect();
+    for width in 0..=64 {
+        let mut dst = [0u8; 66];
+        // SAFETY: width <= 64 bytes inside both buffers.
+        unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
+        assert_eq!(&dst[1..1 + width], &src[..width]);
+        assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+    }
+}
+
+#[test]
+fn small_rows_of_every_width_with_zero_fill() {
+    let src: Vec<u8> = (1..=255).collect();
+    let offsets = [7isize, ZERO_FILL, 0, 130, 3];
+    for width in 1..=SMALL_ROW {
+        for pf in [NONE, NEAR, FAR] {
+            let mut dst = vec![0xEEu8; offsets.len() * width + 1];
+            // SAFETY: every offset + width <= 194 < src.len(); dst holds
+            // offsets.len() rows of `width` bytes (and one spare).
+            unsafe {
+                copy_small_rows::<true>(
+                    src.as_ptr(),
+                    &offsets,
+                    offsets.len(),
+                    dst.as_mut_ptr(),
+                    width,
+                    pf,
+                    2,
+                )
+            };
+            for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
+                if off == ZERO_FILL {
+                    assert!(row.iter().all(|&b| b == 0));
+                } else {
+                    assert_eq!(row, &src[off as usize..off as usize + width]);
+                }
+            }
+            assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");
+        }
+    }
+}
+
+#[test]
+fn streamed_copies_of_every_length_and_alignment() {
+    let src: Vec<u8> = (0..300u32).map(|v| (v * 7 % 251) as u8).collect();
+    for offset in 0..17 {
+        for len in [0, 1, 15, 16, 17, 63, 64, 65, 130, 200] {
+            let mut dst = vec![0u8; 300];
+            // SAFETY: both ranges are inside their vectors.
+            unsafe { stream_copy(src.as_ptr().add(3), dst.as_mut_ptr().add(offset), len) };
+            fence();
+            assert_eq!(&dst[offset..offset + len], &src[3..3 + len]);
+            assert!(dst[..offset].iter().all(|&b| b == 0));
+            assert!(dst[offset + len..].iter().all(|&b| b == 0));
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Tests of `plan.rs`.
+
+use super::*;
+use crate::error::GatherError;
+
+#[test]
+fn only_long_contiguous_slices_of_huge_outputs_stream() {
+    let contiguous = |bytes| SliceLayout::Contiguous { bytes };
+    assert!(streams(&contiguous(256), STREAM_MIN_OUT_BYTES));
+    assert!(!streams(&contiguous(64), 1 << 30));
+    assert!(!streams(&contiguous(4096), STREAM_MIN_OUT_BYTES - 1));
+    let strided = SliceLayout::Strided {
+        run: 4096,
+        outer: smallvec::smallvec![(4, 8192)],
+    };
+    assert!(!streams(&strided, 1 << 30));
+}
+
+fn view<'a>(
+    bytes: &'a [u8],
+    shape: &'a [usize],
+    strides: &'a [isize],
+    itemsize: usize,
+) -> ArrayView<'a> {
+    ArrayView {
+        bytes,
+        offset: 0,
+        shape,
+        strides,
+        itemsize,
+    }
+}
+
+#[test]
+fn gather_nd_shapes_follow_the_spec() {
+    let data = vec![0u8; 4 * 30 * 2 * 100 * 35];
+    let d = view(&data, &[30, 2, 100, 35], &[28000, 14000, 140, 4], 4);
+    let idx = vec![0u8; 8 * 180];
+    let i = view(&idx, &[30, 2, 3, 1], &[48, 24, 8, 8], 8);
+    let p = plan_gather_nd(d, i, IndexType::I64, 2).unwrap();
+    assert_eq!(p.out_shape(), &[30, 2, 3, 35]);
+    assert_eq!(p.slice_bytes, 140);
+}
+
+#[test]
+fn gather_nd_rejects_broken_rules() {
+    let data = vec![0u8; 16];
+    let d = view(&data, &[2, 2], &[8, 4], 4);
+    let idx = vec![0u8; 48];
+    let i = view(&idx, &[2, 3], &[24, 8], 8);
+    assert!(matches!(
+        plan_gather_nd(d, i, IndexType::I64, 0),
+        Err(GatherError::InvalidArgument(_))
+    ));
+    let i = view(&idx, &[2, 1], &[8, 8], 8);
+    assert!(plan_gather_nd(d, i, IndexType::I64, -1).is_err());
+    assert!(plan_gather_nd(d, i, IndexType::I64, 2).is_err());
+    let i3 = view(&idx, &[3, 1], &[8, 8], 8);
+    assert!(plan_gather_nd(d, i3, IndexType::I64, 1).is_err());
+}
+
+#[test]
+fn gather_shapes_and_normalization() {
+    let data = vec![0u8; 4 * 2 * 64 * 128];
+    let d = view(&data, &[2, 64, 128], &[32768, 512, 4], 4);
+    let idx = vec![0u8; 8 * 2 * 32 * 21];
+    let i = view(&idx, &[2, 32, 21], &[5376, 168, 8], 8);
+    let p = plan_gather(d, i, IndexType::I64, 1, 1).unwrap();
+    assert_eq!(p.out_shape(), &[2, 32, 21, 128]);
+    let p = plan_gather(d, i, IndexType::I64, -2, -2).unwrap();
+    assert_eq!(p.out_shape(), &[2, 32, 21, 128]);
+    assert!(plan_gather(d, i, IndexType::I64, 0, 1).is_err());
+    assert!(plan_gather(d, i, IndexType::I64, 3, 0).is_err());
+}
+
+#[test]
+fn overflowing_output_is_an_overflow_error() {
+    let data = vec![0u8; 8];
+    let d = view(&data, &[1, 1], &[8, 8], 8);
+    let i = ArrayView {
+        bytes: &[],
+        offset: 0,
+        shape: &[1 << 40, 1 << 40, 0],
+        strides: &[0, 0, 8],
+        itemsize: 8,
+    };
+    // k = 0 is rejected before the size is computed.
+    assert!(plan_gather_nd(d, i, IndexType::I64, 0).is_err());
+    let idx = [0u8; 8];
+    let i = ArrayView {
+        bytes: &idx,
+        offset: 0,
+        shape: &[1 << 40, 1 << 40],
+        strides: &[0, 0],
+        itemsize: 8,
+    };
+    assert!(matches!(
+        plan_gather(d, i, IndexType::I64, 0, 0),
+        Err(GatherError::Overflow(_))
+    ));
+}

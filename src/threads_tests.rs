@@ -1,0 +1,73 @@
+//! Tests of `threads.rs`.
+
+use super::*;
+
+#[test]
+fn thread_counts_outside_1_to_max_are_errors() {
+    assert!(set_num_threads(0).is_err());
+    assert!(set_num_threads(-3).is_err());
+    assert!(set_num_threads(MAX_THREADS as i64 + 1).is_err());
+    assert!(set_num_threads(1 << 61).is_err());
+    assert!(set_num_threads(i64::MAX).is_err());
+}
+
+#[test]
+fn huge_thread_counts_are_capped() {
+    let counts: Vec<AtomicUsize> = (0..100).map(|_| AtomicUsize::new(0)).collect();
+    for_each_task(usize::MAX, counts.len(), &|i| {
+        counts[i].fetch_add(1, Ordering::Relaxed);
+    });
+    assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+}
+
+#[test]
+fn a_worker_panic_reaches_the_caller_with_its_message() {
+    let caught = std::panic::catch_unwind(|| {
+        for_each_task(2, 200, &|_| {
+            let on_worker = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("ndgather-"));
+            if on_worker {
+                panic!("worker says no");
+            }
+            // Slow enough that a worker wakes before the caller is done.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        })
+    });
+    let payload = caught.expect_err("the worker's panic");
+    let message = payload.downcast_ref::<&str>().copied();
+    assert_eq!(message, Some("worker says no"));
+}
+
+#[test]
+fn every_task_runs_once() {
+    for threads in [1, 2, 4] {
+        for n in [0, 1, 2, 3, 100] {
+            let counts: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            for_each_task(threads, n, &|i| {
+                counts[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+        }
+    }
+}
+
+#[test]
+fn a_panicking_task_reaches_the_caller() {
+    for threads in [1, 2] {
+        let caught = std::panic::catch_unwind(|| {
+            for_each_task(threads, 64, &|i| {
+                if i % 7 == 3 {
+                    panic!("task {i}");
+                }
+            })
+        });
+        assert!(caught.is_err());
+    }
+}
+
+#[test]
+fn worker_pool_runs_work() {
+    let pool = worker_pool(3).expect("a pool");
+    assert_eq!(pool.install(rayon::current_num_threads), 3);
+}
