@@ -1,4 +1,4 @@
-//! Tests of `chunked/flat.rs`.
+//! Tests of `chunked/flat/`.
 
 use super::*;
 

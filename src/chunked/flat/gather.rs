@@ -1,0 +1,246 @@
+//! The gather of the flat loops: each tuple's row copied from its chunk.
+
+use super::*;
+
+/// A chunk as the flat gather addresses it: the slice at resolved
+/// positions `p` starts at `base + sum(p[j] * strides[j])`.
+struct FlatChunk {
+    /// The address element [0, ..., 0] of the whole array would have if the
+    /// chunk extended to it (a plain address, only ever offset back into
+    /// the chunk before a read).
+    base: *const u8,
+    strides: [isize; FLAT_MAX_AXES],
+}
+
+/// Rows whose sources are found at a time (as the one-shot kernel's
+/// `CHUNK`).
+const CHUNK: usize = 64;
+
+/// Sources found and not yet copied are kept in a ring of this many:
+/// at most `ahead` ([`PREFETCH_LINES`] lines' worth of rows, at most
+/// `RING - CHUNK`) plus a chunk.
+const RING: usize = 256;
+
+/// The flat gather of a chunked call.
+pub(in crate::chunked) struct Flat<'p> {
+    at: Tuples,
+    axes: Vec<TupleAxis>,
+    /// Per grid number, the chunk's place in `chunks` ([`ZERO_ROW`]: not
+    /// given).
+    dense: &'p [u32],
+    chunks: Vec<FlatChunk>,
+    starts: &'p Bounds,
+    row_bytes: usize,
+    /// How many rows the copy follows behind the rows found.
+    ahead: usize,
+    /// Whether the rows are written with non-temporal stores, as the
+    /// one-shot gather writes the same output (`plan::streams`).
+    stream: bool,
+}
+
+impl<'p> Flat<'p> {
+    /// The flat gather, if the call has its shape: `at` are the tuples,
+    /// `axes` the tuple axes (`tuple_axes` over the leading axes of
+    /// `data`), `ready` the given chunks, `grid_strides` the grid's strides
+    /// in chunks, then the bytes of a row and of the output; every slice
+    /// must be contiguous.
+    pub(in crate::chunked) fn new(
+        at: Tuples,
+        axes: Vec<TupleAxis>,
+        ready: &[Ready<'_>],
+        dense: &'p [u32],
+        starts: &'p Bounds,
+        grid_strides: &[u64],
+        (row_bytes, out_bytes): (usize, usize),
+    ) -> Option<Self> {
+        let k = axes.len();
+        if !ready
+            .iter()
+            .all(|r| matches!(r.slice, SliceLayout::Contiguous { .. }))
+        {
+            return None;
+        }
+        let chunks = ready
+            .iter()
+            .map(|r| {
+                let mut strides = [0isize; FLAT_MAX_AXES];
+                strides[..k].copy_from_slice(&r.view.strides[..k]);
+                // The chunk's first position on each tuple axis, from its
+                // number in the grid.
+                let back: isize = (0..k)
+                    .map(|j| {
+                        let count = (starts[j].len() - 1) as u64;
+                        let c = ((r.id / grid_strides[j]) % count) as usize;
+                        starts[j][c] as isize * strides[j]
+                    })
+                    .fold(0isize, isize::wrapping_add);
+                FlatChunk {
+                    base: r.view.first().wrapping_offset(back.wrapping_neg()),
+                    strides,
+                }
+            })
+            .collect();
+        Some(Flat {
+            at,
+            axes,
+            dense,
+            chunks,
+            starts,
+            row_bytes,
+            ahead: (PREFETCH_LINES / lines_of(row_bytes)).clamp(2, RING - CHUNK),
+            stream: streams(&SliceLayout::Contiguous { bytes: row_bytes }, out_bytes),
+        })
+    }
+
+    /// Copies rows `start..` into `out` (whole rows), each straight from its
+    /// chunk.
+    pub(in crate::chunked) fn copy<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        start: usize,
+        out: &mut [u8],
+    ) -> Result<(), Stop> {
+        let exact = self.axes.iter().all(TupleAxis::exact);
+        macro_rules! by_k {
+            ($($k:literal)*) => {
+                match self.axes.len() {
+                    $($k => match <&[TupleAxis; $k]>::try_from(&self.axes[..]) {
+                        Ok(axes) if exact => self.copy_k::<T, $k, CLIP, ZERO, true>(axes, start, out),
+                        Ok(axes) => self.copy_k::<T, $k, CLIP, ZERO, false>(axes, start, out),
+                        Err(_) => Err(Stop::Bad),
+                    },)*
+                    _ => Err(Stop::Bad),
+                }
+            };
+        }
+        by_k!(1 2 3 4)
+    }
+
+    /// [`Flat::copy`] for tuples of `K`, as the one-shot kernel reads
+    /// random rows: the rows' sources are found [`CHUNK`] at a time, each
+    /// requested into L2 as it is found, and the copy follows `ahead` rows
+    /// behind, so that many rows are always on their way (see
+    /// `copy::prefetch` for why L2). In-process A/B, 512k random points of
+    /// 16 chunks of 1024x1024 float32: the sources of 256 rows found and
+    /// requested into L1, then copied, 7.4-8.3 ms on one thread and 4.2 ms
+    /// on two; into L2, 4.4-6.8 ms and 2.6-3.1 ms; this loop 4.2-4.6 ms and
+    /// 2.7-3.0 ms (the one-shot gather of the whole array: 3.4-3.9 ms and
+    /// 2.1-2.6 ms).
+    fn copy_k<
+        T: IndexElem,
+        const K: usize,
+        const CLIP: bool,
+        const ZERO: bool,
+        const EXACT: bool,
+    >(
+        &self,
+        axes: &[TupleAxis; K],
+        start: usize,
+        out: &mut [u8],
+    ) -> Result<(), Stop> {
+        let rows = out.len() / self.row_bytes;
+        let lk = lookups(axes);
+        let mut ring = [std::ptr::null::<u8>(); RING];
+        // Rows copied, rows whose sources are found (ring[r % RING]).
+        let (mut done, mut found) = (0, 0);
+        while done < rows {
+            let len = CHUNK.min(rows - found);
+            for r in found..found + len {
+                // SAFETY: `start + r` is an output row of this call, so a
+                // tuple of the checked indices (the plan checked them).
+                let tuple =
+                    unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(&self.at, &lk, start + r) };
+                ring[r % RING] = match tuple.map_err(|()| Stop::Bad)? {
+                    None => std::ptr::null(),
+                    Some((id, pos)) => {
+                        let place = self.dense[id as usize];
+                        if place == ZERO_ROW {
+                            return Err(self.missing(start + r, &pos));
+                        }
+                        let chunk = &self.chunks[place as usize];
+                        let off = (0..K).fold(0isize, |s, j| {
+                            s.wrapping_add((pos[j] as isize).wrapping_mul(chunk.strides[j]))
+                        });
+                        // In bounds: `pos` lies in this chunk on the tuple
+                        // axes (its number says so), so `base + off` is the
+                        // chunk's element at `pos` minus the chunk's start,
+                        // and the contiguous slice from there lies inside its
+                        // bytes by the checked-view invariant (b).
+                        let src = chunk.base.wrapping_offset(off);
+                        prefetch::<false>(src, 0, self.row_bytes, true);
+                        src
+                    }
+                };
+            }
+            found += len;
+            let upto = if found == rows {
+                rows
+            } else {
+                found.saturating_sub(self.ahead)
+            };
+            if self.stream {
+                copy_out::<true>(&ring, done..upto, out, self.row_bytes);
+            } else {
+                copy_out::<false>(&ring, done..upto, out, self.row_bytes);
+            }
+            done = done.max(upto);
+        }
+        if self.stream {
+            // The non-temporal stores must be visible before this task
+            // reports itself done to the thread that returns the output.
+            fence();
+        }
+        Ok(())
+    }
+
+    /// The error of row `row`, at `pos`, which reads a chunk not given.
+    #[cold]
+    fn missing(&self, row: usize, pos: &[usize]) -> Stop {
+        let mut which: Vec<usize> = pos
+            .iter()
+            .enumerate()
+            .map(|(j, &p)| locate(&self.starts[j], p).0)
+            .collect();
+        which.resize(self.starts.len(), 0);
+        Stop::Missing(row, which)
+    }
+}
+
+/// Copies rows `rows` (of `width` bytes) from their sources in `ring` (as
+/// `Flat::copy_k` found them: null for a zero-filled row) into `out`, with
+/// non-temporal stores if `STREAM`. A separate loop for each kind of store:
+/// a test of the kind in the loop made 512k points take 1.5x the time.
+#[inline(always)]
+fn copy_out<const STREAM: bool>(
+    ring: &[*const u8; RING],
+    rows: Range<usize>,
+    out: &mut [u8],
+    width: usize,
+) {
+    for r in rows {
+        let src = ring[r % RING];
+        let dst = &mut out[r * width..(r + 1) * width];
+        if src.is_null() {
+            dst.fill(0);
+        } else if STREAM {
+            // SAFETY: as below; `stream_copy` writes exactly `dst`.
+            unsafe { stream_copy(src, dst.as_mut_ptr(), dst.len()) };
+        } else {
+            // SAFETY: `src` starts a contiguous slice of `width` bytes inside
+            // its chunk (`Flat::copy_k`); `dst` is one output row, and the
+            // output overlaps no chunk (`gather_chunks`' caller).
+            unsafe { copy_contiguous(src, dst) };
+        }
+    }
+}
+
+/// The cache lines a row of `width` bytes is requested on (see
+/// `copy::prefetch`: at most 1 KiB of it, plus the line of its last byte
+/// when a row of that width can straddle lines).
+fn lines_of(width: usize) -> usize {
+    let w = width.clamp(1, 1024);
+    if w % 64 == 0 || 64 % w == 0 {
+        w.div_ceil(64)
+    } else {
+        w / 64 + 2
+    }
+}

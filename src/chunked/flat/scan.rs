@@ -1,0 +1,83 @@
+//! The scan of the flat loops: the chunks a list of tuples reads.
+
+use super::*;
+
+/// Marks in `bits` (a bitmap over the grid) the chunks that tuples `rows`
+/// read; `Err` when one addresses nothing outside mode "zero".
+///
+/// # Safety
+/// `rows` are tuples of `at`.
+pub(in crate::chunked) unsafe fn scan<T: IndexElem>(
+    at: &Tuples,
+    axes: &[TupleAxis],
+    mode: Mode,
+    rows: Range<usize>,
+    bits: &mut [u64],
+) -> Result<(), ()> {
+    let exact = axes.iter().all(TupleAxis::exact);
+    macro_rules! by_k {
+        ($($k:literal)*) => {
+            match axes.len() {
+                $($k => {
+                    let axes: &[TupleAxis; $k] = axes.try_into().map_err(|_| ())?;
+                    // SAFETY: forwarded from the caller.
+                    unsafe {
+                        match mode {
+                            Mode::Raise if exact => scan_k::<T, $k, false, false, true>(at, axes, rows, bits),
+                            Mode::Zero if exact => scan_k::<T, $k, false, true, true>(at, axes, rows, bits),
+                            Mode::Clip if exact => scan_k::<T, $k, true, false, true>(at, axes, rows, bits),
+                            Mode::Raise => scan_k::<T, $k, false, false, false>(at, axes, rows, bits),
+                            Mode::Zero => scan_k::<T, $k, false, true, false>(at, axes, rows, bits),
+                            Mode::Clip => scan_k::<T, $k, true, false, false>(at, axes, rows, bits),
+                        }
+                    }
+                })*
+                _ => Err(()),
+            }
+        };
+    }
+    by_k!(1 2 3 4)
+}
+
+/// [`scan`] for tuples of `K`.
+///
+/// # Safety
+/// As for [`scan`].
+unsafe fn scan_k<
+    T: IndexElem,
+    const K: usize,
+    const CLIP: bool,
+    const ZERO: bool,
+    const EXACT: bool,
+>(
+    at: &Tuples,
+    axes: &[TupleAxis; K],
+    rows: Range<usize>,
+    bits: &mut [u64],
+) -> Result<(), ()> {
+    let lk = lookups(axes);
+    if let [only] = bits {
+        // A grid of up to 64 chunks is marked in a register: marking the same
+        // word in memory on every tuple chained each tuple to the last
+        // through a store (512k points in a 4x4 grid: 4.4 -> 3.9 ms on one
+        // thread).
+        let mut word = 0u64;
+        for r in rows {
+            // SAFETY: `r` is a tuple of `at` (caller).
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(at, &lk, r)? }
+            {
+                word |= 1 << id;
+            }
+        }
+        *only |= word;
+    } else {
+        for r in rows {
+            // SAFETY: `r` is a tuple of `at` (caller).
+            if let Some((id, _)) = unsafe { resolve_tuple::<T, K, CLIP, ZERO, EXACT>(at, &lk, r)? }
+            {
+                bits[id as usize / 64] |= 1 << (id % 64);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,454 @@
+//! The chunked gather itself: the given chunks checked and ordered, then
+//! each output row copied straight from the chunk it falls in.
+
+use super::*;
+
+/// A chunk ready to copy from: its view and how a slice lies in it.
+pub(super) struct Ready<'a> {
+    pub(super) id: u64,
+    pub(super) view: ArrayView<'a>,
+    pub(super) slice: SliceLayout,
+}
+
+/// Work below this many bytes (as `execute` counts) stays on one thread.
+pub(super) const PARALLEL_MIN_COST: usize = 256 * 1024;
+/// What finding a row's chunk costs, in bytes of copying.
+pub(super) const ROW_COST: usize = 64;
+
+/// Gathers from the chunks of `grid` into `out` (exactly the result's
+/// bytes, C order, not overlapping any chunk): the one-shot gather of the
+/// array the chunks tile, with its errors (moved to `whole` if given).
+#[allow(clippy::too_many_arguments)] // the operator's inputs, as the one-shot planners take them
+pub fn gather_chunks(
+    grid: &ChunkGrid<'_>,
+    indices: ArrayView<'_>,
+    ty: IndexType,
+    op: Operator,
+    mode: Mode,
+    whole: Option<&Whole>,
+    out: &mut [u8],
+    threads: usize,
+) -> Result<()> {
+    let threads = threads.min(MAX_THREADS);
+    let (starts, shape) = bounds(&grid.chunk_sizes)?;
+    let data = StandIn::new(&shape, grid.itemsize);
+    let (plan, out_bytes) = plan_whole(&data, grid.itemsize, indices, ty, op)?;
+    if out.len() != out_bytes {
+        return Err(GatherError::InvalidArgument(format!(
+            "output buffer has {} bytes, the result needs {}",
+            out.len(),
+            out_bytes
+        )));
+    }
+    let (rows, _, slice_start) = row_axes(&plan);
+    let ready = ready_chunks(grid, &starts, slice_start)?;
+    let strides = grid_strides(&grid.chunk_sizes)?;
+    let n_rows: usize = rows.iter().map(|r| r.size).product();
+    if out_bytes == 0 || n_rows == 0 {
+        return plan.validate(mode, threads).map_err(|e| relocate(e, whole));
+    }
+    let row_bytes = out_bytes / n_rows;
+    let tables = chunk_tables(&starts, slice_start);
+    let cells: u64 = grid.chunk_sizes.iter().map(|c| c.len() as u64).product();
+    let dense: Option<Vec<u32>> = (cells <= DENSE_MAX).then(|| {
+        let mut d = vec![ZERO_ROW; cells as usize];
+        for (k, r) in ready.iter().enumerate() {
+            d[r.id as usize] = k as u32;
+        }
+        d
+    });
+    let walk = Walk {
+        plan: &plan,
+        rows: &rows,
+        starts: &starts,
+        grid_strides: &strides,
+        ready: &ready,
+        slice_start,
+        row_bytes,
+        tables: &tables,
+        dense: dense.as_deref(),
+        prefetch_bytes: row_bytes.min(PREFETCH_MAX),
+    };
+    // SAFETY: the flat gather's raw addresses are those of the indices and
+    // of the given chunks, which the caller's views borrow (shared,
+    // read-only) for as long as the gather runs.
+    let flat = flat_gather(&walk, &strides, out_bytes).map(|f| unsafe { ReadShared::new(f) });
+    let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
+    let failed = AtomicBool::new(false);
+    let cost = out_bytes.saturating_add(n_rows.saturating_mul(ROW_COST));
+    let run = |start: usize, chunk: &mut [u8]| {
+        let result = match &flat {
+            Some(flat) => with_index_type!(ty, T => match mode {
+                Mode::Raise => flat.copy::<T, false, false>(start, chunk),
+                Mode::Zero => flat.copy::<T, false, true>(start, chunk),
+                Mode::Clip => flat.copy::<T, true, false>(start, chunk),
+            }),
+            None => with_index_type!(ty, T => match mode {
+                Mode::Raise => walk.copy::<T, false, false>(start, chunk),
+                Mode::Zero => walk.copy::<T, false, true>(start, chunk),
+                Mode::Clip => walk.copy::<T, true, false>(start, chunk),
+            }),
+        };
+        match result {
+            Ok(()) => {}
+            Err(Stop::Bad) => failed.store(true, Ordering::Relaxed),
+            Err(Stop::Missing(row, coords)) => {
+                failed.store(true, Ordering::Relaxed);
+                let mut m = missing.lock().unwrap_or_else(|e| e.into_inner());
+                if m.as_ref().is_none_or(|(r, _)| row < *r) {
+                    *m = Some((row, coords));
+                }
+            }
+        }
+    };
+    if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
+        run(0, out);
+    } else {
+        let per_task = n_rows
+            .div_ceil(threads * 8)
+            .max((32 * 1024usize).div_ceil((cost / n_rows).max(1)));
+        let base = Disjoint::new(out.as_mut_ptr());
+        for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let start = t * per_task;
+            let count = per_task.min(n_rows - start);
+            // SAFETY: task t owns rows start..start + count of `out`, which
+            // no other task touches (for_each_task runs each t once), and
+            // which lie inside it (start + count <= n_rows).
+            let part = unsafe {
+                std::slice::from_raw_parts_mut(base.at(start * row_bytes), count * row_bytes)
+            };
+            run(start, part);
+        });
+    }
+    if !failed.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    // The first bad index in C order, as the one-shot gather names it.
+    plan.validate(mode, threads)
+        .map_err(|e| relocate(e, whole))?;
+    if let Some((_, coords)) = missing.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(GatherError::InvalidArgument(format!(
+            "gather over chunks: an index reads chunk {} of the grid, which was not given",
+            fmt_tuple(&coords)
+        )));
+    }
+    Err(GatherError::IndicesModified)
+}
+
+/// The flat gather of `walk`, if its call has that shape (see [`Flat`]): a
+/// flat list of tuples over the leading axes of `data`, in a grid small
+/// enough for the dense table.
+pub(super) fn flat_gather<'p>(
+    walk: &Walk<'p, '_>,
+    grid_strides: &[u64],
+    out_bytes: usize,
+) -> Option<Flat<'p>> {
+    let plan = walk.plan;
+    let k = plan.tuple.len();
+    let flat_rows = matches!(walk.rows, [r] if r.data_axis.is_none());
+    let leading = plan.tuple.iter().enumerate().all(|(j, t)| t.axis == j);
+    if !flat_rows || !leading || walk.slice_start != k {
+        return None;
+    }
+    let total: u64 = walk.starts.iter().map(|s| (s.len() - 1) as u64).product();
+    let axes = tuple_axes(walk.starts, (0..k).map(|j| (j, grid_strides[j])), total)?;
+    let tuples = Tuples {
+        base: plan.indices.first(),
+        stride: walk.rows[0].index_stride,
+        tuple_stride: plan.tuple_stride,
+        wrap: plan.wrap_negative,
+    };
+    Flat::new(
+        tuples,
+        axes,
+        walk.ready,
+        walk.dense?,
+        walk.starts,
+        grid_strides,
+        (walk.row_bytes, out_bytes),
+    )
+}
+/// Checks the given chunks against the grid and sorts them by position.
+pub(super) fn ready_chunks<'a>(
+    grid: &ChunkGrid<'a>,
+    starts: &Bounds,
+    slice_start: usize,
+) -> Result<Vec<Ready<'a>>> {
+    let bad = |msg: String| GatherError::InvalidArgument(format!("gather over chunks: {msg}"));
+    for (a, sizes) in grid.chunk_sizes.iter().enumerate().skip(slice_start) {
+        if sizes.len() != 1 {
+            return Err(bad(format!(
+                "axis {a} is an axis of the gathered slice and must be one chunk, got chunks {}",
+                fmt_tuple(sizes)
+            )));
+        }
+    }
+    let strides = grid_strides(&grid.chunk_sizes)?;
+    let mut ready = Vec::with_capacity(grid.chunks.len());
+    for (coords, view) in &grid.chunks {
+        let place = fmt_tuple(coords);
+        if coords.len() != starts.len() || coords.iter().zip(starts).any(|(&c, s)| c + 1 >= s.len())
+        {
+            return Err(bad(format!("chunk {place} lies outside the grid")));
+        }
+        let want: Vec<usize> = coords
+            .iter()
+            .zip(starts)
+            .map(|(&c, s)| s[c + 1] - s[c])
+            .collect();
+        if view.shape != want.as_slice() {
+            return Err(bad(format!(
+                "chunk {place} has shape {} but the grid says {}",
+                fmt_tuple(view.shape),
+                fmt_tuple(&want)
+            )));
+        }
+        if view.itemsize != grid.itemsize {
+            return Err(bad(format!("chunk {place} has another itemsize")));
+        }
+        view.check("a chunk")?;
+        let id = coords
+            .iter()
+            .zip(&strides)
+            .map(|(&c, &s)| c as u64 * s)
+            .sum();
+        let slice = SliceLayout::new(
+            &view.shape[slice_start..],
+            &view.strides[slice_start..],
+            view.itemsize,
+        );
+        ready.push(Ready {
+            id,
+            view: *view,
+            slice,
+        });
+    }
+    ready.sort_unstable_by_key(|r| r.id);
+    if ready.windows(2).any(|w| w[0].id == w[1].id) {
+        return Err(bad("a chunk is given twice".into()));
+    }
+    Ok(ready)
+}
+
+/// Why a run of rows stopped.
+pub(super) enum Stop {
+    /// An index addresses nothing: the caller reports the first in C order.
+    Bad,
+    /// A row reads a chunk that was not given (the row, the chunk).
+    Missing(usize, Vec<usize>),
+}
+
+/// Everything a run of rows reads.
+pub(super) struct Walk<'p, 'a> {
+    plan: &'p Plan<'p>,
+    rows: &'p [RowAxis],
+    starts: &'p Bounds,
+    grid_strides: &'p [u64],
+    ready: &'p [Ready<'a>],
+    slice_start: usize,
+    row_bytes: usize,
+    /// Per leading axis, the chunk of each position when the axis is
+    /// short (a load instead of a binary search).
+    tables: &'p [Option<Vec<u32>>],
+    /// The place in `ready` of each chunk of a small grid ([`ZERO_ROW`]:
+    /// not given), instead of a binary search.
+    dense: Option<&'p [u32]>,
+    /// Bytes of a slice worth prefetching.
+    prefetch_bytes: usize,
+}
+
+/// Grids up to this many chunks find a chunk's place in a table.
+#[cfg(not(test))]
+pub(super) const DENSE_MAX: u64 = 1 << 16;
+#[cfg(test)]
+pub(super) const DENSE_MAX: u64 = 8;
+
+/// Rows whose sources are found before any is copied: their reads are then
+/// independent, so the memory system serves many at once (a row's chunk
+/// lookup is long enough that out-of-order execution alone would not reach
+/// the next row's read).
+pub(super) const BLOCK: usize = 256;
+
+/// No chunk: the row is zero-filled (mode "zero").
+pub(super) const ZERO_ROW: u32 = u32::MAX;
+
+impl Walk<'_, '_> {
+    /// Copies rows `start..` into `out` (whole rows), each straight from
+    /// its chunk: block by block, the rows' sources first, then the copies.
+    fn copy<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        start: usize,
+        out: &mut [u8],
+    ) -> std::result::Result<(), Stop> {
+        let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; self.rows.len()];
+        let mut rest = start;
+        for (c, a) in coords.iter_mut().zip(self.rows).rev() {
+            *c = rest % a.size;
+            rest /= a.size;
+        }
+        let mut place: SmallVec<[usize; 8]> = smallvec::smallvec![0; self.starts.len()];
+        let mut sources = [(std::ptr::null::<u8>(), ZERO_ROW); BLOCK];
+        let mut cached: Option<usize> = None;
+        let mut row = start;
+        for part in out.chunks_mut(BLOCK * self.row_bytes) {
+            let n = part.len() / self.row_bytes;
+            for source in &mut sources[..n] {
+                *source = self.source::<T, CLIP, ZERO>(&coords, &mut place, &mut cached, row)?;
+                for (c, a) in coords.iter_mut().zip(self.rows).rev() {
+                    *c += 1;
+                    if *c < a.size {
+                        break;
+                    }
+                    *c = 0;
+                }
+                row += 1;
+            }
+            for (&(src, k), dst) in sources[..n]
+                .iter()
+                .zip(part.chunks_exact_mut(self.row_bytes))
+            {
+                if k == ZERO_ROW {
+                    dst.fill(0);
+                } else {
+                    // SAFETY: `src` is the start of a slice of chunk `k` (see
+                    // `source`), laid out as its `slice`; `dst` holds exactly
+                    // one slice, and the output overlaps no chunk (caller).
+                    unsafe { copy_slice(src, &self.ready[k as usize].slice, dst) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where output row `row` (at `coords`) starts in its chunk, and which
+    /// chunk (or [`ZERO_ROW`]); asks the cache for it.
+    #[inline(always)]
+    fn source<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        coords: &[usize],
+        place: &mut [usize],
+        cached: &mut Option<usize>,
+        row: usize,
+    ) -> std::result::Result<(*const u8, u32), Stop> {
+        let plan = self.plan;
+        let base = plan.indices.first();
+        let mut off = 0isize;
+        for (c, a) in coords.iter().zip(self.rows) {
+            off += *c as isize * a.index_stride;
+            if let Some(d) = a.data_axis {
+                place[d] = *c;
+            }
+        }
+        for (j, t) in plan.tuple.iter().enumerate() {
+            // SAFETY: `coords` is an in-range row, so `off` plus the tuple
+            // place `j` is an in-range position of `indices`, inside its
+            // bytes by the checked-view invariant (b).
+            let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
+            match resolve::<CLIP>(v, t.size, plan.wrap_negative) {
+                Some(p) => place[t.axis] = p,
+                None if ZERO => return Ok((std::ptr::null(), ZERO_ROW)),
+                None => return Err(Stop::Bad),
+            }
+        }
+        let mut id = 0u64;
+        let mut local: SmallVec<[usize; 8]> = SmallVec::new();
+        for (d, &p) in place.iter().enumerate().take(self.slice_start) {
+            let c = chunk_of(&self.tables[d], &self.starts[d], p);
+            id += c as u64 * self.grid_strides[d];
+            local.push(p - self.starts[d][c]);
+        }
+        let found = match (self.dense, *cached) {
+            (Some(dense), _) => Some(dense[id as usize])
+                .filter(|&k| k != ZERO_ROW)
+                .map(|k| k as usize),
+            (None, Some(k)) if self.ready[k].id == id => Some(k),
+            (None, _) => self.ready.binary_search_by_key(&id, |r| r.id).ok(),
+        };
+        let Some(k) = found else {
+            let mut which: Vec<usize> = place
+                .iter()
+                .enumerate()
+                .take(self.slice_start)
+                .map(|(d, &p)| locate(&self.starts[d], p).0)
+                .collect();
+            which.resize(self.starts.len(), 0);
+            return Err(Stop::Missing(row, which));
+        };
+        *cached = Some(k);
+        let chunk = &self.ready[k];
+        let at: isize = local
+            .iter()
+            .zip(chunk.view.strides)
+            .map(|(&l, &s)| l as isize * s)
+            .sum();
+        // In bounds: `local` is an in-range position of the chunk on its
+        // leading axes (locate keeps it below the chunk's size, which
+        // ready_chunks checked against the view's shape), and the slice
+        // walks the rest whole, so every byte the copy reads from here lies
+        // inside the chunk's bytes by the checked-view invariant (b).
+        let src = chunk.view.first().wrapping_offset(at);
+        // Into L2, not L1, as `copy::prefetch` says.
+        hints::lines(src, self.prefetch_bytes, true);
+        Ok((src, k as u32))
+    }
+}
+
+/// Copies `dst.len()` bytes from `src`: the common element sizes as one
+/// move each, not a call to memcpy.
+///
+/// # Safety
+/// `src` must be readable for `dst.len()` bytes that do not overlap `dst`.
+#[inline(always)]
+pub(super) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
+    let d = dst.as_mut_ptr();
+    // SAFETY: forwarded from the caller, for exactly `dst.len()` bytes.
+    unsafe {
+        match dst.len() {
+            4 => d
+                .cast::<u32>()
+                .write_unaligned(src.cast::<u32>().read_unaligned()),
+            8 => d
+                .cast::<u64>()
+                .write_unaligned(src.cast::<u64>().read_unaligned()),
+            2 => d
+                .cast::<u16>()
+                .write_unaligned(src.cast::<u16>().read_unaligned()),
+            n => std::ptr::copy_nonoverlapping(src, d, n),
+        }
+    }
+}
+
+/// Copies one slice laid out as `layout` from `src` into `dst` (C order).
+///
+/// # Safety
+/// Every byte the layout addresses from `src` must be readable, and `dst`
+/// must hold exactly the slice's bytes and not overlap them.
+pub(super) unsafe fn copy_slice(src: *const u8, layout: &SliceLayout, dst: &mut [u8]) {
+    match layout {
+        // SAFETY: forwarded from the caller; `dst` is the slice's length.
+        SliceLayout::Contiguous { .. } => unsafe { copy_contiguous(src, dst) },
+        SliceLayout::Strided { run, outer } => {
+            let mut coords: SmallVec<[usize; 4]> = smallvec::smallvec![0; outer.len()];
+            for part in dst.chunks_exact_mut(*run) {
+                let off: isize = coords
+                    .iter()
+                    .zip(outer.iter())
+                    .map(|(&c, &(_, s))| c as isize * s)
+                    .sum();
+                // SAFETY: `coords` is an in-range position of the outer
+                // axes, so the run at `off` is part of the slice (caller).
+                unsafe { std::ptr::copy_nonoverlapping(src.offset(off), part.as_mut_ptr(), *run) };
+                for (c, &(size, _)) in coords.iter_mut().zip(outer.iter()).rev() {
+                    *c += 1;
+                    if *c < size {
+                        break;
+                    }
+                    *c = 0;
+                }
+            }
+        }
+    }
+}
