@@ -57,7 +57,8 @@ clean:
 
 ## lint: Rust format and clippy (core, bindings, fuzz/: the oracle and the fuzz targets, on
 ## stable, and the benchmarks' floor kernels in benches/floor/), ruff (lint and format), mypy --strict, stubtest, the minimum supported Rust version
-## (.ci/msrv), the files and make targets the docs name (.ci/check_doc_refs.py)
+## (.ci/msrv), the files and make targets the docs name (.ci/check_doc_refs.py), the core's layers
+## (.ci/check_layering.py, against docs/architecture.md)
 lint:
 	cargo fmt --check
 	cargo fmt --check --manifest-path fuzz/Cargo.toml
@@ -72,6 +73,7 @@ lint:
 	$(PYTHON) -m mypy.stubtest ndgather._core $(addprefix --allowlist ,$(STUBTEST_ALLOWLIST))
 	$(PYTHON) .ci/msrv
 	$(PYTHON) .ci/check_doc_refs.py
+	$(PYTHON) .ci/check_layering.py
 
 ## test: the README's test command
 test:

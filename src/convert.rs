@@ -13,11 +13,6 @@
 
 use std::ptr;
 
-use crate::copy::{prefetch, Ahead};
-use crate::layout::SliceLayout;
-use crate::offsets::ZERO_FILL;
-use crate::plan::Plan;
-
 /// The element types a gather can convert between.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scalar {
@@ -407,78 +402,6 @@ fn f16_to_f64_bits(h: u16) -> u64 {
         tiny
     };
     sign | bits
-}
-
-/// Converts the slices of one block of rows, at `offsets` from
-/// [`compute_offsets`](crate::offsets::compute_offsets), into consecutive
-/// output rows of `plan.slice_bytes` (in the cast's output type), the next
-/// rows prefetched when `data` is beyond the caches; a zero-filled row
-/// (`ZERO`) is all zero bytes, which is zero in every type.
-///
-/// # Safety
-/// As for [`copy_block`](crate::copy::copy_block): offsets from the same
-/// plan, `count <= offsets.len()` of them converted (the rest only
-/// prefetched from), `dst` exactly `count * plan.slice_bytes` bytes; `src`
-/// the plan's data pointer.
-pub(crate) unsafe fn convert_block<const ZERO: bool>(
-    plan: &Plan<'_>,
-    cast: Cast,
-    src: *const u8,
-    offsets: &[isize],
-    count: usize,
-    dst: *mut u8,
-) {
-    let out_row = plan.slice_bytes;
-    let (fs, ts) = (cast.from.size(), cast.to.size());
-    let ahead = Ahead::of(plan);
-    for (i, &off) in offsets[..count].iter().enumerate() {
-        // SAFETY: row i's bytes lie in `dst` (caller).
-        let d = unsafe { dst.add(i * out_row) };
-        if ZERO && off == ZERO_FILL {
-            // SAFETY: as above.
-            unsafe { ptr::write_bytes(d, 0, out_row) };
-            continue;
-        }
-        match &plan.slice {
-            SliceLayout::Contiguous { bytes } => {
-                if plan.prefetch {
-                    // As far ahead, and to the same cache, as the plain copy
-                    // (the offsets past `count` are there to prefetch from).
-                    if let Some(&next) = offsets.get(i + ahead.rows) {
-                        prefetch::<ZERO>(src, next, *bytes, ahead.far);
-                    }
-                }
-                // SAFETY: the slice at `off` is `bytes` readable bytes of
-                // `data` (offsets from the plan), `bytes / fs` elements,
-                // and the output row holds as many of the output type.
-                unsafe { cast.run(src.offset(off), d, bytes / fs) };
-            }
-            SliceLayout::Strided { run, outer } => {
-                let per_run = run / fs;
-                let runs: usize = outer.iter().map(|o| o.0).product();
-                let mut coords: smallvec::SmallVec<[usize; 8]> =
-                    smallvec::smallvec![0; outer.len()];
-                for r in 0..runs {
-                    let at: isize = coords
-                        .iter()
-                        .zip(outer.iter())
-                        .map(|(&c, &(_, stride))| c as isize * stride)
-                        .sum();
-                    // SAFETY: every run of a slice at `off` lies in `data`
-                    // (offsets from the plan); run r of the output row is
-                    // `per_run` output elements at `r * per_run * ts`.
-                    unsafe { cast.run(src.offset(off + at), d.add(r * per_run * ts), per_run) };
-                    for (c, &(size, _)) in coords.iter_mut().zip(outer.iter()).rev() {
-                        *c += 1;
-                        if *c < size {
-                            break;
-                        }
-                        *c = 0;
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

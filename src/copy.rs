@@ -6,155 +6,10 @@
 
 use std::ptr;
 
-use crate::convert::convert_block;
-use crate::hints::{self, PREFETCH_MAX};
+use crate::hints::{Ahead, FAR, NEAR, NONE};
 use crate::layout::SliceLayout;
-use crate::offsets::ZERO_FILL;
+use crate::offsets::{prefetch_row, ZERO_FILL};
 use crate::plan::Plan;
-
-/// How many cache lines the copy of a long call (see [`Ahead`]) keeps
-/// requested ahead of the row it copies: random rows of a large array are
-/// memory-latency bound, and the more lines in flight, the more of the
-/// latency is hidden, up to what the core can track. With prefetches to L2
-/// (see [`prefetch`]), measured on the 2-core EPYC VM (in-process
-/// interleaved A/B, 32 to 256 lines): 64 to 256 were even within the noise
-/// and all better than 32; 128 matches the distance the benchmarks' read
-/// floor finds best for points and 256-512 byte rows (benches/floor.py).
-pub(crate) const PREFETCH_LINES: usize = 128;
-
-/// Lines in flight for the other calls, prefetched to L1 (the kernel as it
-/// was before long calls had their own). A short call (a few thousand
-/// rows, tens of microseconds) gained nothing from the long distance and
-/// prefetches to L2, and paid for them: 60-byte slices of ov_gnd8_xml1 and
-/// elements of ov_gnd8_xml3 (3-4K rows, `data` of 5-150 MiB) took 1.05-1.2x
-/// the time (in-process interleaved A/B).
-const NEAR_PREFETCH_LINES: usize = 32;
-
-/// Rows from which a call is long.
-const FAR_MIN_ROWS: usize = 16 * 1024;
-
-/// From this size on, `data` is well beyond the last-level cache of the
-/// machines we measure on (twice a server's 32 MiB), and a service-sized
-/// batch of random rows (512 to 4096 rows, tens to hundreds of
-/// microseconds) is mostly misses: then a call of [`FAR_MIN_ROWS_HUGE`]
-/// rows is long too. Measured on the 2-core EPYC VM (in-process,
-/// alternating runs): 512 and 4096 random rows of 128 and 512 bytes from
-/// 512 MiB tables, on one thread 0.7-0.9x the time of the near prefetch,
-/// on two about even; the narrow side of a `dtype=` cast (128-byte int8
-/// rows of a 128 MiB table) 0.57x at 512 rows and 0.63-0.74x at 4096.
-const FAR_MIN_DATA_BYTES: usize = 64 << 20;
-
-/// Rows from which a call from a [`FAR_MIN_DATA_BYTES`] `data` is long.
-const FAR_MIN_ROWS_HUGE: usize = 256;
-
-/// How a copy loop prefetches: not at all, [`NEAR_PREFETCH_LINES`] to L1,
-/// [`PREFETCH_LINES`] to L2 (a const parameter of the loops).
-const NONE: u8 = 0;
-const NEAR: u8 = 1;
-const FAR: u8 = 2;
-
-/// How far ahead a copy prefetches, and where to.
-#[derive(Clone, Copy)]
-pub(crate) struct Ahead {
-    /// Rows ahead.
-    pub(crate) rows: usize,
-    /// A long call from a `data` beyond the caches: [`PREFETCH_LINES`]
-    /// lines ahead, to L2; else [`NEAR_PREFETCH_LINES`], to L1.
-    pub(crate) far: bool,
-}
-
-impl Ahead {
-    /// For the slices of `plan` (contiguous ones: the others do not
-    /// prefetch).
-    pub(crate) fn of(plan: &Plan<'_>) -> Ahead {
-        let far = plan.prefetch
-            && (plan.n_rows >= FAR_MIN_ROWS
-                || (plan.n_rows >= FAR_MIN_ROWS_HUGE
-                    && plan.data.bytes.len() >= FAR_MIN_DATA_BYTES));
-        // The slice as read from `data` (a conversion, `dtype=`, writes
-        // `slice_bytes` of another width).
-        let read = match (&plan.slice, plan.cast) {
-            (SliceLayout::Contiguous { bytes }, Some(_)) => *bytes,
-            _ => plan.slice_bytes,
-        };
-        let w = read.clamp(1, PREFETCH_MAX);
-        let rows = if far {
-            // A slice whose width divides a line or is a multiple of one
-            // lies on whole lines in an aligned array (an element, a 64- or
-            // 256-byte row); one of another width touches one more line than
-            // its width needs (a 60-byte row almost always two).
-            let lines = if w % 64 == 0 || 64 % w == 0 {
-                w.div_ceil(64)
-            } else {
-                w / 64 + 2
-            };
-            PREFETCH_LINES / lines
-        } else {
-            NEAR_PREFETCH_LINES / (w / 64 + 1)
-        };
-        Ahead {
-            rows: rows.max(2),
-            far,
-        }
-    }
-}
-
-/// Requests the slices of the first rows a copy starts with. The copy
-/// loops ask for row `i + ahead` while they copy row `i`, so without this
-/// the first `ahead` rows of a call would be missed one after another, as
-/// many in flight as the out-of-order core finds by itself: a call of a
-/// few hundred random rows spends most of its time there. Measured on the
-/// 2-core EPYC VM (in-process, 512 random 128-byte rows of a 128 MiB
-/// table, one thread): the gather took about 0.6x the time with them
-/// requested up front.
-///
-/// `offsets` are the call's first rows' (from the same plan, with the same
-/// `ZERO`); only the slices the copy itself would prefetch are requested.
-pub(crate) fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize]) {
-    let SliceLayout::Contiguous { bytes } = plan.slice else {
-        return;
-    };
-    if !plan.prefetch {
-        return;
-    }
-    let ahead = Ahead::of(plan);
-    // Only an address for the hint: wrapping arithmetic, nothing is read.
-    let src = plan.data.first();
-    for &off in offsets.iter().take(ahead.rows) {
-        prefetch::<ZERO>(src, off, bytes, ahead.far);
-    }
-}
-
-/// Asks the cache for the first bytes of the slice at `src + off` (none
-/// for a zero-filled row, which only `ZERO` plans have), into L2 if `far`,
-/// else into L1. A hint only: never faults, whatever the address.
-///
-/// Why L2 for long calls: a prefetch to L1 holds one of the core's few L1
-/// miss buffers (about 24 on Zen) until its line arrives, which caps the
-/// lines in flight whatever the distance; one to L2 uses the L2's (about
-/// 64), and the copy's load then hits L2. Measured (in-process interleaved
-/// A/B, same distance): 2M points took about 0.7x the time, 256-byte rows
-/// 0.8-0.85x; the benchmarks' read floor is 3x faster on points with T1/T2
-/// than with T0 at any distance.
-#[inline(always)]
-pub(crate) fn prefetch<const ZERO: bool>(src: *const u8, off: isize, bytes: usize, far: bool) {
-    if ZERO && off == ZERO_FILL {
-        return;
-    }
-    let p = src.wrapping_offset(off);
-    // The first line; the loop below only runs for slices longer than one.
-    hints::line(p, far);
-    let mut line = 64;
-    while line < bytes.min(PREFETCH_MAX) {
-        hints::line(p.wrapping_add(line), far);
-        line += 64;
-    }
-    // A slice that does not start on a cache line ends on one more line
-    // than the loop asked for (a 60-byte row almost always spans two).
-    if bytes > 1 && bytes <= PREFETCH_MAX {
-        hints::line(p.wrapping_add(bytes - 1), far);
-    }
-}
 
 /// The one loop of the contiguous copies: for the first `$count` rows, row
 /// `i`'s slice, at `src + offsets[i]`, is copied to `dst + i * width` by
@@ -177,7 +32,7 @@ macro_rules! copy_rows {
         for (i, &off) in $offsets[..$count].iter().enumerate() {
             if $pf == NONE {
             } else if let Some(&next) = $offsets.get(i + ahead) {
-                prefetch::<$zero>($src, next, $width, $pf == FAR);
+                prefetch_row::<$zero>($src, next, $width, $pf == FAR);
             }
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { $dst.add(i * $width) };
@@ -438,19 +293,6 @@ unsafe fn copy_strided<const ZERO: bool>(
     }
 }
 
-/// How many rows past a block the copy of its rows reads offsets of (to
-/// prefetch their slices): a kernel that computes that many more offsets
-/// before copying a block keeps the prefetches going across blocks.
-/// (Only when `data` is beyond the caches and the call is long: else the
-/// copy of a block may still prefetch within it, but waiting for none is
-/// no loss; a short call paid more for the rounds than it gained.)
-pub(crate) fn lookahead(plan: &Plan<'_>) -> usize {
-    match plan.slice {
-        SliceLayout::Contiguous { .. } if Ahead::of(plan).far => Ahead::of(plan).rows,
-        _ => 0,
-    }
-}
-
 /// Copies the slices of the first `count` rows of `offsets` into
 /// consecutive rows at `dst`, dispatching on the slice layout; the offsets
 /// after them are only prefetched from.
@@ -470,19 +312,10 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     // the pointer is within its bytes or one past them (an empty `data` has
     // only zero-filled rows).
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
-    if let Some(cast) = plan.cast {
-        // SAFETY: forwarded from the caller; `slice_bytes` counts the
-        // output type's bytes of a row.
-        return unsafe { convert_block::<ZERO>(plan, cast, src, offsets, count, dst) };
-    }
-    let ahead = Ahead::of(plan);
+    let ahead = plan.ahead();
     // How the loops of fixed and short widths prefetch (the others always
     // do, near or far).
-    let pf = match (ahead.far, plan.prefetch) {
-        (true, _) => FAR,
-        (false, true) => NEAR,
-        (false, false) => NONE,
-    };
+    let pf = ahead.hint(plan.prefetch);
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {

@@ -16,6 +16,104 @@ pub(crate) const PREFETCH_MAX: usize = 1024;
 /// the size of a server's last-level cache.
 pub(crate) const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 
+/// Cache lines a long call (see [`Ahead`]) keeps requested ahead of the row
+/// it copies: random rows of a large array are latency-bound, and more
+/// lines in flight hide more of the latency, up to what the core tracks.
+pub(crate) const PREFETCH_LINES: usize = 128;
+
+/// Lines in flight for short calls, requested into L1: a short call gains
+/// nothing from the long distance and pays for the extra hints.
+pub(crate) const NEAR_PREFETCH_LINES: usize = 32;
+
+/// Rows from which a call is long (prefetches [`PREFETCH_LINES`] into L2).
+pub(crate) const FAR_MIN_ROWS: usize = 16 * 1024;
+
+/// A `data` of this size is well beyond the last-level cache (twice a
+/// server's 32 MiB), so even a service-sized batch of rows is mostly misses
+/// and a call of [`FAR_MIN_ROWS_HUGE`] rows counts as long.
+pub(crate) const FAR_MIN_DATA_BYTES: usize = 64 << 20;
+
+/// Rows from which a call from a [`FAR_MIN_DATA_BYTES`] `data` is long.
+pub(crate) const FAR_MIN_ROWS_HUGE: usize = 256;
+
+/// How a copy loop prefetches, a const parameter of the loops (a test per
+/// row cost short calls): not at all, [`NEAR_PREFETCH_LINES`] to L1, or
+/// [`PREFETCH_LINES`] to L2.
+pub(crate) const NONE: u8 = 0;
+/// See [`NONE`].
+pub(crate) const NEAR: u8 = 1;
+/// See [`NONE`].
+pub(crate) const FAR: u8 = 2;
+
+/// How far ahead a copy prefetches, and where to.
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead {
+    /// Rows ahead.
+    pub(crate) rows: usize,
+    /// A long call from a `data` beyond the caches: [`PREFETCH_LINES`]
+    /// lines ahead, to L2; else [`NEAR_PREFETCH_LINES`], to L1.
+    pub(crate) far: bool,
+}
+
+impl Ahead {
+    /// For a call of `rows` slices of `width` bytes read from a `data` of
+    /// `data_bytes`, which prefetches at all if `prefetch`.
+    #[inline]
+    pub(crate) fn new(prefetch: bool, rows: usize, data_bytes: usize, width: usize) -> Ahead {
+        let far = prefetch
+            && (rows >= FAR_MIN_ROWS
+                || (rows >= FAR_MIN_ROWS_HUGE && data_bytes >= FAR_MIN_DATA_BYTES));
+        let w = width.clamp(1, PREFETCH_MAX);
+        let ahead = if far {
+            // A slice whose width divides a line or is a multiple of one
+            // lies on whole lines in an aligned array (an element, a 64- or
+            // 256-byte row); one of another width touches one more line than
+            // its width needs (a 60-byte row almost always two).
+            let lines = if w % LINE == 0 || LINE % w == 0 {
+                w.div_ceil(LINE)
+            } else {
+                w / LINE + 2
+            };
+            PREFETCH_LINES / lines
+        } else {
+            NEAR_PREFETCH_LINES / (w / LINE + 1)
+        };
+        Ahead {
+            rows: ahead.max(2),
+            far,
+        }
+    }
+
+    /// The loops' const parameter ([`NONE`], [`NEAR`] or [`FAR`]) for a
+    /// call that prefetches at all if `prefetch`.
+    #[inline]
+    pub(crate) fn hint(self, prefetch: bool) -> u8 {
+        match (self.far, prefetch) {
+            (true, _) => FAR,
+            (false, true) => NEAR,
+            (false, false) => NONE,
+        }
+    }
+}
+
+/// Asks the cache for the first [`PREFETCH_MAX`] bytes of the slice of
+/// `bytes` at `p` (its first line, the lines after it, and the line of its
+/// last byte, which a slice that does not start on a line ends on), into
+/// L2 if `far`, else into L1. A hint only: never faults, whatever `p`.
+#[inline(always)]
+pub(crate) fn slice(p: *const u8, bytes: usize, far: bool) {
+    // The first line; the loop below only runs for slices longer than one.
+    line(p, far);
+    let mut at = LINE;
+    while at < bytes.min(PREFETCH_MAX) {
+        line(p.wrapping_add(at), far);
+        at += LINE;
+    }
+    if bytes > 1 && bytes <= PREFETCH_MAX {
+        line(p.wrapping_add(bytes - 1), far);
+    }
+}
+
 /// Asks the cache for the line at `p`: into L2 if `far`, else into L1. A
 /// hint only: it never faults and reads nothing the program sees, whatever
 /// the address, so `p` need not point into anything.

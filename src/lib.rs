@@ -22,6 +22,7 @@ mod index;
 mod kernel;
 mod layout;
 mod mode;
+mod mover;
 #[cfg(target_arch = "x86_64")]
 mod nibbles;
 mod offsets;

@@ -11,6 +11,15 @@ use crate::walk::Odometer;
 /// real offset: those lie within one allocation, far from `isize::MIN`.
 pub(crate) const ZERO_FILL: isize = isize::MIN;
 
+/// Requests the slice of `bytes` at `src + off` ([`hints::slice`]), none
+/// for the zero-fill marker (which only `ZERO` calls have).
+#[inline(always)]
+pub(crate) fn prefetch_row<const ZERO: bool>(src: *const u8, off: isize, bytes: usize, far: bool) {
+    if !(ZERO && off == ZERO_FILL) {
+        hints::slice(src.wrapping_offset(off), bytes, far);
+    }
+}
+
 /// Resolves an index on an axis of `size`: negatives count from the end
 /// when `wrap`, else they address nothing (or clip to 0); `None` if it
 /// addresses nothing (with `CLIP`, only on an empty axis).

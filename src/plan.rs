@@ -13,7 +13,7 @@
 
 use crate::convert::Cast;
 use crate::error::{fmt_tuple, GatherError, Result};
-use crate::hints::STREAM_MIN_OUT_BYTES;
+use crate::hints::{Ahead, STREAM_MIN_OUT_BYTES};
 use crate::index::IndexType;
 use smallvec::SmallVec;
 
@@ -109,6 +109,31 @@ pub(crate) fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
 const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
 
 impl Plan<'_> {
+    /// How far ahead, and into which cache, a copy of this plan's slices
+    /// prefetches (only contiguous slices prefetch; a conversion,
+    /// `dtype=`, reads slices of another width than it writes).
+    #[inline]
+    pub(crate) fn ahead(&self) -> Ahead {
+        let read = match (&self.slice, self.cast) {
+            (SliceLayout::Contiguous { bytes }, Some(_)) => *bytes,
+            _ => self.slice_bytes,
+        };
+        Ahead::new(self.prefetch, self.n_rows, self.data.bytes.len(), read)
+    }
+
+    /// How many rows past a block the copy of its rows reads offsets of (to
+    /// prefetch their slices), so that a kernel computing that many more
+    /// offsets first keeps the prefetches going across blocks: only for a
+    /// long call from a `data` beyond the caches (a short call paid more
+    /// for the extra rounds than it gained).
+    pub(crate) fn lookahead(&self) -> usize {
+        let ahead = self.ahead();
+        match self.slice {
+            SliceLayout::Contiguous { .. } if ahead.far => ahead.rows,
+            _ => 0,
+        }
+    }
+
     /// The shape of the result.
     pub fn out_shape(&self) -> &[usize] {
         &self.out_shape

@@ -2,6 +2,7 @@
 //! random shapes, chunk grids, layouts, index types, modes and batch axes.
 
 use super::*;
+use crate::mode::Mode;
 use crate::{plan_gather, plan_gather_nd, Validation};
 
 /// Tiny deterministic generator (xorshift64*).

@@ -1,7 +1,15 @@
 //! The chunk grid's geometry: each axis's chunk boundaries, the chunk a
 //! position falls in, the grid's strides in chunks.
 
-use super::*;
+use crate::error::{GatherError, Result};
+
+/// The longest table of an axis: of buckets here, of positions in the
+/// general walk (`chunk_tables`). In tests, a few: the random cases take
+/// both kinds of bucket, the flat loops and the general ones.
+#[cfg(not(test))]
+pub(super) const TABLE_MAX: usize = 1 << 16;
+#[cfg(test)]
+pub(super) const TABLE_MAX: usize = 3;
 
 /// Per axis: chunk starts (with the end last).
 pub(super) type Bounds = Vec<Vec<usize>>;

@@ -11,30 +11,21 @@
 //! output along them); every other axis may be chunked any way. A chunk
 //! that is not given is never read: an index landing in one is an error.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-
 use smallvec::SmallVec;
 
-use crate::error::{fmt_tuple, GatherError, Result};
-use crate::hints::{self, PREFETCH_MAX};
-use crate::index::{with_index_type, IndexElem, IndexType};
-use crate::layout::{ArrayView, SliceLayout};
-use crate::mode::Mode;
-use crate::offsets::resolve;
+use crate::error::{GatherError, Result};
+use crate::index::IndexType;
+use crate::layout::ArrayView;
 use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
-use crate::threads::{for_each_task, Disjoint, ReadShared, MAX_THREADS};
 use crate::validate::{check_numpy_size, checked_sizes};
 
 mod flat;
-use flat::{tuple_axes, Flat, Tuples, TABLE_MAX};
 mod gather;
 mod grid;
+mod ready;
 mod touched;
 
 pub use gather::gather_chunks;
-use gather::*;
-use grid::*;
 pub use touched::touched_chunks;
 
 /// Where the array and the indices of a call lie in larger ones, so that an

@@ -1,7 +1,20 @@
 //! The chunks a list of indices reads, found before any is read, so that
 //! a caller fetches only those.
 
-use super::*;
+use std::sync::Mutex;
+
+use smallvec::SmallVec;
+
+use super::flat::{self, tuple_axes, Tuples};
+use super::grid::{bounds, chunk_of, chunk_tables, grid_strides};
+use super::{plan_on, relocate, row_axes, RowAxis, StandIn, Whole};
+use crate::error::{GatherError, Result};
+use crate::index::{with_index_type, IndexElem, IndexType};
+use crate::layout::ArrayView;
+use crate::mode::Mode;
+use crate::offsets::resolve;
+use crate::plan::Operator;
+use crate::threads::{for_each_task, ReadShared, MAX_THREADS};
 
 /// The grid coordinates (batch axes, then indexed axes) of every chunk some
 /// index reads, sorted and each once; validates the indices exactly as the

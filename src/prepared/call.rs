@@ -4,17 +4,54 @@
 
 use smallvec::SmallVec;
 
-use super::{Positions, Prepared, Word};
-use crate::copy::{copy_block, copy_small};
-use crate::error::{GatherError, Result};
+use super::positions::{Positions, Word};
+use super::{plan, stand_in, Prepared};
+use crate::copy::copy_small;
+use crate::error::{fmt_tuple, GatherError, Result};
 use crate::execute::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::hints::fence;
 use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
 use crate::mode::Mode;
+use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::Plan;
 use crate::threads::{for_each_task, Disjoint};
+
+impl Prepared {
+    /// Binds the gather to `data`, which must have the prepared shape (any
+    /// element size and strides): the call's plan, checked (`data`'s view,
+    /// the result's size in bytes) as a one-shot call's is.
+    pub fn bind<'a>(&'a self, data: ArrayView<'a>) -> Result<PreparedCall<'a>> {
+        if data.shape != self.data_shape.as_slice() {
+            return Err(GatherError::InvalidArgument(format!(
+                "data has shape {} but the gather was prepared for data of shape {}",
+                fmt_tuple(data.shape),
+                fmt_tuple(&self.data_shape)
+            )));
+        }
+        let indices = stand_in(&self.index_shape, &self.zeros, self.index_type.itemsize());
+        let mut plan = plan(self.op, data, indices, self.index_type, None)?;
+        if self.order.is_some() {
+            // The copy goes to a small buffer that is read back at once
+            // (`scatter_rows`): no stores that bypass the cache.
+            plan.stream = false;
+        }
+        let rows = if plan.out_bytes == 0 { 0 } else { plan.n_rows };
+        if rows > self.positions.len() {
+            // Unreachable: the same shapes plan the same rows.
+            return Err(GatherError::InvalidArgument(
+                "a prepared gather's positions do not match its plan".into(),
+            ));
+        }
+        let address = Address::new(&data, self.lead);
+        Ok(PreparedCall {
+            prepared: self,
+            plan,
+            address,
+        })
+    }
+}
 
 /// How a call turns positions into byte offsets in its `data`.
 #[derive(Clone, Debug)]
@@ -180,7 +217,7 @@ impl PreparedCall<'_> {
             //   hands out whole rows), and does not overlap `data` (caller
             //   of `execute`).
             unsafe {
-                copy_block::<ZERO>(
+                move_block::<ZERO>(
                     &self.plan,
                     offsets,
                     offsets.len(),
@@ -252,7 +289,7 @@ impl PreparedCall<'_> {
             // SAFETY: the offsets are slices of `data` or zero-fill marks,
             // as in `copy_rows_in` (which says why); the buffer holds
             // per_block >= block.len() rows and is not `data`.
-            unsafe { copy_block::<ZERO>(&self.plan, offsets, offsets.len(), buffer.as_mut_ptr()) };
+            unsafe { move_block::<ZERO>(&self.plan, offsets, offsets.len(), buffer.as_mut_ptr()) };
             for (i, &row) in rows.iter().enumerate() {
                 // SAFETY: row i of the buffer, to output row `row` (below
                 // n_rows, so inside `out`; caller), which this task alone

@@ -24,12 +24,14 @@ use smallvec::SmallVec;
 
 mod call;
 mod order;
+mod positions;
 
-use call::Address;
 pub use call::PreparedCall;
 use order::{by_address, is_permutation};
+pub use positions::Positions;
+use positions::{count, with_capacity, Word};
 
-use crate::error::{fmt_tuple, GatherError, Result};
+use crate::error::{GatherError, Result};
 use crate::execute::split_rows;
 use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::kernel::{row_offsets, BLOCK};
@@ -37,66 +39,6 @@ use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::{plan_gather_nd_walking, plan_gather_walking, Operator, Plan};
-
-/// The resolved position of every output row: 32 bits when every position
-/// of the shape fits with room for the zero-fill marker (the word's largest
-/// value), else 64.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Positions {
-    /// Positions of a shape with fewer than `u32::MAX` leading elements.
-    U32(Vec<u32>),
-    /// Positions of any other shape.
-    U64(Vec<u64>),
-}
-
-impl Positions {
-    fn len(&self) -> usize {
-        match self {
-            Positions::U32(v) => v.len(),
-            Positions::U64(v) => v.len(),
-        }
-    }
-
-    /// Bytes per position.
-    fn width(&self) -> usize {
-        match self {
-            Positions::U32(_) => 4,
-            Positions::U64(_) => 8,
-        }
-    }
-}
-
-/// A position word: `MARK` (its largest value) marks a zero-filled row.
-trait Word: Copy + Send + Sync + 'static {
-    const MARK: Self;
-    fn from_offset(off: usize) -> Self;
-    fn get(self) -> usize;
-    fn is_mark(self) -> bool;
-}
-
-macro_rules! word {
-    ($t:ty) => {
-        impl Word for $t {
-            const MARK: Self = <$t>::MAX;
-            #[inline(always)]
-            fn from_offset(off: usize) -> Self {
-                // Below MARK: positions are below the count of leading
-                // elements, which is at most MARK for this word (`wide`).
-                off as $t
-            }
-            #[inline(always)]
-            fn get(self) -> usize {
-                self as usize
-            }
-            #[inline(always)]
-            fn is_mark(self) -> bool {
-                self == Self::MARK
-            }
-        }
-    };
-}
-word!(u32);
-word!(u64);
 
 /// The bytes of the stand-in arrays: every stride of a stand-in is 0, so
 /// its one element (at most 8 bytes) is all it spans.
@@ -155,12 +97,6 @@ fn stand_in<'a>(shape: &'a [usize], zeros: &'a [isize], itemsize: usize) -> Arra
         strides: &zeros[..shape.len()],
         itemsize,
     }
-}
-
-/// The number of elements of `shape` (no overflow: the planners bound
-/// every non-empty axis product by `isize::MAX`).
-fn count(shape: &[usize]) -> usize {
-    shape.iter().product()
 }
 
 impl Prepared {
@@ -301,39 +237,6 @@ impl Prepared {
             + self.order.as_ref().map_or(0, |o| o.len() * 4)
             + (words + self.zeros.len()) * std::mem::size_of::<usize>()
     }
-
-    /// Binds the gather to `data`, which must have the prepared shape (any
-    /// element size and strides): the call's plan, checked (`data`'s view,
-    /// the result's size in bytes) as a one-shot call's is.
-    pub fn bind<'a>(&'a self, data: ArrayView<'a>) -> Result<PreparedCall<'a>> {
-        if data.shape != self.data_shape.as_slice() {
-            return Err(GatherError::InvalidArgument(format!(
-                "data has shape {} but the gather was prepared for data of shape {}",
-                fmt_tuple(data.shape),
-                fmt_tuple(&self.data_shape)
-            )));
-        }
-        let indices = stand_in(&self.index_shape, &self.zeros, self.index_type.itemsize());
-        let mut plan = plan(self.op, data, indices, self.index_type, None)?;
-        if self.order.is_some() {
-            // The copy goes to a small buffer that is read back at once
-            // (`scatter_rows`): no stores that bypass the cache.
-            plan.stream = false;
-        }
-        let rows = if plan.out_bytes == 0 { 0 } else { plan.n_rows };
-        if rows > self.positions.len() {
-            // Unreachable: the same shapes plan the same rows.
-            return Err(GatherError::InvalidArgument(
-                "a prepared gather's positions do not match its plan".into(),
-            ));
-        }
-        let address = Address::new(&data, self.lead);
-        Ok(PreparedCall {
-            prepared: self,
-            plan,
-            address,
-        })
-    }
 }
 
 /// What [`Prepared::parts`] gives: operator, data shape, index shape, index
@@ -394,32 +297,6 @@ fn resolve<W: Word>(plan: &Plan<'_>, mode: Mode, threads: usize) -> Result<Vec<W
         // The first bad index in C order, as a one-shot call reports it.
         Err(BadRow) => plan.report_bad(mode, threads).map(|()| positions),
     }
-}
-
-/// An empty vector with room for `n` items, or `OutOfMemory`. A large one
-/// asks for huge pages, as NumPy does for its arrays: its pages are touched
-/// once, right away, and a fault per 4 KiB page costs more than the work.
-fn with_capacity<T>(n: usize) -> Result<Vec<T>> {
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| {
-        GatherError::OutOfMemory(format!("cannot allocate {n} words of a prepared gather"))
-    })?;
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let bytes = n * std::mem::size_of::<T>();
-        if bytes >= 2 * HUGE {
-            let start = v.as_mut_ptr().cast::<u8>();
-            let lead = start.align_offset(HUGE);
-            let len = (bytes - lead) / HUGE * HUGE;
-            // SAFETY: madvise only gives the kernel a hint about pages of
-            // this allocation (the aligned whole huge pages inside its
-            // `bytes`), which it owns and nothing else uses; failure is
-            // harmless and ignored.
-            unsafe { libc::madvise(start.add(lead).cast(), len, libc::MADV_HUGEPAGE) };
-        }
-    }
-    Ok(v)
 }
 
 /// Positions of rows `start..start + words.len()`, a block at a time.

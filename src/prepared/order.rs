@@ -3,7 +3,7 @@
 //! large), with the output row of each, so that a call reads `data` almost
 //! in order and scatters the slices to their rows (see `call`).
 
-use super::{count, with_capacity, Word};
+use super::positions::{count, with_capacity, Word};
 use crate::error::Result;
 use crate::threads::{for_each_task, Disjoint};
 

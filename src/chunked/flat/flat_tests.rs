@@ -1,6 +1,7 @@
 //! Tests of `chunked/flat/`.
 
 use super::*;
+use crate::chunked::grid::locate;
 
 /// Every position of an axis finds the chunk `locate` finds (the last
 /// one starting at or before it), through either kind of table, on

@@ -1,6 +1,16 @@
 //! The gather of the flat loops: each tuple's row copied from its chunk.
 
-use super::*;
+use std::ops::Range;
+
+use super::{lookups, resolve_tuple, TupleAxis, Tuples, FLAT_MAX_AXES};
+use crate::chunked::grid::{locate, Bounds};
+use crate::chunked::ready::{copy_contiguous, Ready, Stop, ZERO_ROW};
+use crate::copy::stream_copy;
+use crate::hints::{fence, PREFETCH_LINES};
+use crate::index::IndexElem;
+use crate::layout::SliceLayout;
+use crate::offsets::prefetch_row;
+use crate::plan::streams;
 
 /// A chunk as the flat gather addresses it: the slice at resolved
 /// positions `p` starts at `base + sum(p[j] * strides[j])`.
@@ -166,7 +176,7 @@ impl<'p> Flat<'p> {
                         // and the contiguous slice from there lies inside its
                         // bytes by the checked-view invariant (b).
                         let src = chunk.base.wrapping_offset(off);
-                        prefetch::<false>(src, 0, self.row_bytes, true);
+                        prefetch_row::<false>(src, 0, self.row_bytes, true);
                         src
                     }
                 };

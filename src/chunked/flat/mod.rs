@@ -13,16 +13,9 @@
 //! the tuple length as a run-time value still took about twice the one-shot
 //! gather's time.
 
-use std::ops::Range;
-
-use super::{copy_contiguous, locate, Bounds, Ready, Stop, ZERO_ROW};
-use crate::copy::{prefetch, stream_copy, PREFETCH_LINES};
-use crate::hints::fence;
+use super::grid::{Bounds, TABLE_MAX};
 use crate::index::IndexElem;
-use crate::layout::SliceLayout;
-use crate::mode::Mode;
 use crate::offsets::resolve;
-use crate::plan::streams;
 
 mod gather;
 mod scan;
@@ -32,14 +25,6 @@ pub(super) use scan::scan;
 
 /// At most this many index axes take the flat loops.
 pub(super) const FLAT_MAX_AXES: usize = 4;
-
-/// The longest table of an axis: of buckets here, of positions in the
-/// general walk (`chunk_tables`). In tests, a few: the random cases take
-/// both kinds of bucket, the flat loops and the general ones.
-#[cfg(not(test))]
-pub(super) const TABLE_MAX: usize = 1 << 16;
-#[cfg(test)]
-pub(super) const TABLE_MAX: usize = 3;
 
 /// Where the tuples are: tuple `r` starts `r * stride` bytes after `base`,
 /// its entries `tuple_stride` apart.

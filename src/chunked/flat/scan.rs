@@ -1,6 +1,10 @@
 //! The scan of the flat loops: the chunks a list of tuples reads.
 
-use super::*;
+use std::ops::Range;
+
+use super::{lookups, resolve_tuple, TupleAxis, Tuples};
+use crate::index::IndexElem;
+use crate::mode::Mode;
 
 /// Marks in `bits` (a bitmap over the grid) the chunks that tuples `rows`
 /// read; `Err` when one addresses nothing outside mode "zero".

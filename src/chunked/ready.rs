@@ -1,0 +1,146 @@
+//! The chunks as the gathers read them: each given chunk checked against
+//! the grid and put in order, and the copy of one slice from a chunk.
+
+use smallvec::SmallVec;
+
+use super::grid::{grid_strides, Bounds};
+use super::ChunkGrid;
+use crate::error::{fmt_tuple, GatherError, Result};
+use crate::layout::{ArrayView, SliceLayout};
+
+/// A chunk ready to copy from: its view and how a slice lies in it.
+pub(super) struct Ready<'a> {
+    pub(super) id: u64,
+    pub(super) view: ArrayView<'a>,
+    pub(super) slice: SliceLayout,
+}
+
+/// Checks the given chunks against the grid and sorts them by position.
+pub(super) fn ready_chunks<'a>(
+    grid: &ChunkGrid<'a>,
+    starts: &Bounds,
+    slice_start: usize,
+) -> Result<Vec<Ready<'a>>> {
+    let bad = |msg: String| GatherError::InvalidArgument(format!("gather over chunks: {msg}"));
+    for (a, sizes) in grid.chunk_sizes.iter().enumerate().skip(slice_start) {
+        if sizes.len() != 1 {
+            return Err(bad(format!(
+                "axis {a} is an axis of the gathered slice and must be one chunk, got chunks {}",
+                fmt_tuple(sizes)
+            )));
+        }
+    }
+    let strides = grid_strides(&grid.chunk_sizes)?;
+    let mut ready = Vec::with_capacity(grid.chunks.len());
+    for (coords, view) in &grid.chunks {
+        let place = fmt_tuple(coords);
+        if coords.len() != starts.len() || coords.iter().zip(starts).any(|(&c, s)| c + 1 >= s.len())
+        {
+            return Err(bad(format!("chunk {place} lies outside the grid")));
+        }
+        let want: Vec<usize> = coords
+            .iter()
+            .zip(starts)
+            .map(|(&c, s)| s[c + 1] - s[c])
+            .collect();
+        if view.shape != want.as_slice() {
+            return Err(bad(format!(
+                "chunk {place} has shape {} but the grid says {}",
+                fmt_tuple(view.shape),
+                fmt_tuple(&want)
+            )));
+        }
+        if view.itemsize != grid.itemsize {
+            return Err(bad(format!("chunk {place} has another itemsize")));
+        }
+        view.check("a chunk")?;
+        let id = coords
+            .iter()
+            .zip(&strides)
+            .map(|(&c, &s)| c as u64 * s)
+            .sum();
+        let slice = SliceLayout::new(
+            &view.shape[slice_start..],
+            &view.strides[slice_start..],
+            view.itemsize,
+        );
+        ready.push(Ready {
+            id,
+            view: *view,
+            slice,
+        });
+    }
+    ready.sort_unstable_by_key(|r| r.id);
+    if ready.windows(2).any(|w| w[0].id == w[1].id) {
+        return Err(bad("a chunk is given twice".into()));
+    }
+    Ok(ready)
+}
+
+/// Why a run of rows stopped.
+pub(super) enum Stop {
+    /// An index addresses nothing: the caller reports the first in C order.
+    Bad,
+    /// A row reads a chunk that was not given (the row, the chunk).
+    Missing(usize, Vec<usize>),
+}
+
+/// No chunk: the row is zero-filled (mode "zero").
+pub(super) const ZERO_ROW: u32 = u32::MAX;
+
+/// Copies `dst.len()` bytes from `src`: the common element sizes as one
+/// move each, not a call to memcpy.
+///
+/// # Safety
+/// `src` must be readable for `dst.len()` bytes that do not overlap `dst`.
+#[inline(always)]
+pub(super) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
+    let d = dst.as_mut_ptr();
+    // SAFETY: forwarded from the caller, for exactly `dst.len()` bytes.
+    unsafe {
+        match dst.len() {
+            4 => d
+                .cast::<u32>()
+                .write_unaligned(src.cast::<u32>().read_unaligned()),
+            8 => d
+                .cast::<u64>()
+                .write_unaligned(src.cast::<u64>().read_unaligned()),
+            2 => d
+                .cast::<u16>()
+                .write_unaligned(src.cast::<u16>().read_unaligned()),
+            n => std::ptr::copy_nonoverlapping(src, d, n),
+        }
+    }
+}
+
+/// Copies one slice laid out as `layout` from `src` into `dst` (C order).
+///
+/// # Safety
+/// Every byte the layout addresses from `src` must be readable, and `dst`
+/// must hold exactly the slice's bytes and not overlap them.
+pub(super) unsafe fn copy_slice(src: *const u8, layout: &SliceLayout, dst: &mut [u8]) {
+    match layout {
+        // SAFETY: forwarded from the caller; `dst` is the slice's length.
+        SliceLayout::Contiguous { .. } => unsafe { copy_contiguous(src, dst) },
+        SliceLayout::Strided { run, outer } => {
+            let mut coords: SmallVec<[usize; 4]> = smallvec::smallvec![0; outer.len()];
+            for part in dst.chunks_exact_mut(*run) {
+                let off: isize = coords
+                    .iter()
+                    .zip(outer.iter())
+                    .map(|(&c, &(_, s))| c as isize * s)
+                    .sum();
+                // SAFETY: `coords` is an in-range position of the outer
+                // axes, so the run at `off` is part of the slice (caller).
+                unsafe { std::ptr::copy_nonoverlapping(src.offset(off), part.as_mut_ptr(), *run) };
+                for (c, &(size, _)) in coords.iter_mut().zip(outer.iter()).rev() {
+                    *c += 1;
+                    if *c < size {
+                        break;
+                    }
+                    *c = 0;
+                }
+            }
+        }
+    }
+}
