@@ -89,7 +89,11 @@ class PreparedGather:
     @property
     def mode(self) -> _Mode: ...
     def __call__(
-        self, data: npt.ArrayLike, *, out: np.ndarray[Any, Any] | None = None
+        self,
+        data: npt.ArrayLike,
+        *,
+        out: np.ndarray[Any, Any] | None = None,
+        dtype: npt.DTypeLike | None = None,
     ) -> np.ndarray[Any, Any]: ...
     def __reduce__(self) -> tuple[Any, ...]: ...
 

@@ -116,6 +116,15 @@ pub struct PreparedCall<'a> {
 }
 
 impl PreparedCall<'_> {
+    /// Makes the call convert each element with `cast` as it gathers, as
+    /// [`Plan::with_cast`] does for a one-shot call: the result holds
+    /// `cast.to()` elements, each equal to NumPy's `astype` of the element
+    /// gathered.
+    pub fn with_cast(mut self, cast: crate::convert::Cast) -> Result<Self> {
+        self.plan = self.plan.with_cast(cast)?;
+        Ok(self)
+    }
+
     /// The shape of the result.
     pub fn out_shape(&self) -> &[usize] {
         self.plan.out_shape()

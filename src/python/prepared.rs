@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
 use super::args::{mode_arg, Int64};
+use super::casts::target_dtype;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
 use super::detach::run_detached;
 use super::gateway::{copy_into, overlaps};
@@ -107,17 +108,38 @@ impl PreparedGather {
     }
 
     /// Gathers from ``data`` (shape ``data_shape``, any dtype and layout)
-    /// into a new array, or into ``out`` as the one-shot functions do.
-    #[pyo3(signature = (data, *, out = None))]
+    /// into a new array, or into ``out`` as the one-shot functions do;
+    /// ``dtype=`` converts on the way as theirs does.
+    #[pyo3(signature = (data, *, out = None, dtype = None))]
     fn __call__<'py>(
         &self,
         data: &Bound<'py, PyAny>,
         out: Option<&Bound<'py, PyAny>>,
+        dtype: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // In the one-shot call's order: `dtype=` resolved before any array
+        // is read (it may run Python code that changes them), its failure
+        // raised after `data`'s own errors; the cast chosen from data's
+        // dtype as converted, before the shape is checked.
+        let target = dtype
+            .filter(|d| !d.is_none())
+            .map(|d| target_dtype(d, data));
         let data = data_array(data)?;
+        let target = target.transpose()?;
+        let data_dtype = data.dtype();
+        let cast = match &target {
+            Some(target) => target.cast_from(&data_dtype)?,
+            None => None,
+        };
         let dview = view(&data)?;
-        let call = self.inner.bind(dview)?;
-        let dtype = data.dtype();
+        let mut call = self.inner.bind(dview)?;
+        let dtype = match (cast, target) {
+            (Some(cast), Some(target)) => {
+                call = call.with_cast(cast)?;
+                target.dtype
+            }
+            _ => data_dtype,
+        };
         let Some(out) = out else {
             return Ok(fresh_result(&call, &dtype)?.into_any());
         };

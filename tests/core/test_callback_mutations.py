@@ -195,3 +195,21 @@ def test_block_quantized_attribute_reshapes_data() -> None:
     assert codes.shape == (8, 16)
     assert_same(got, codes[[5, 1]].astype(np.float32))
     del scales
+
+
+def test_prepared_dtype_object_changes_the_data() -> None:
+    # A prepared call resolves `dtype=` before it reads `data`: a change of dtype that keeps
+    # the shape is gathered as the new dtype, one that changes the shape is the shape error.
+    p = ndgather.prepare_gather((10, 8), [9, 0, 4])
+    data = table()
+    got = p(data, dtype=DtypeThat(np.float64, set_dtype(data, np.int32)))
+    assert data.dtype == np.int32
+    assert_same(got, data[[9, 0, 4]].astype(np.float64))
+    data = table()
+    with pytest.raises(ValueError, match=r"data has shape \(10, 16\)"):
+        p(data, dtype=DtypeThat(np.float64, set_dtype(data, np.int16)))
+    out = np.zeros((3, 8), np.float64)
+    data = table()
+    with pytest.raises(ValueError, match="out has shape"):
+        p(data, out=out, dtype=DtypeThat(np.float64, set_shape(out, (24,))))
+    assert not out.any()

@@ -392,3 +392,106 @@ def test_broadcast_indices_and_empty_outputs() -> None:
     small = ndgather.prepare_gather(data.shape, idx[:, :3], axis=0)
     assert_same(small(data), data[np.asarray(idx[:, :3])])
     assert math.prod(small.shape) == 2 * 3 * 6
+
+
+# dtype= on a prepared call: the one-shot call's casts, refusals and error order.
+CAST_PAIRS = [
+    ("float16", "float32"),
+    ("int8", "float32"),
+    ("uint8", "float64"),
+    ("int16", "int64"),
+    ("float32", "float64"),
+    (">f2", "<f4"),  # byte-swapped data
+    ("float32", "float32"),  # no conversion: the data's dtype kept
+]
+
+
+def values(shape: tuple[int, ...], dtype: Any, seed: int = 3) -> Array:
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        raw = rng.standard_normal(shape) * 100
+        raw.flat[:4] = [np.inf, -np.inf, np.nan, -0.0][: raw.size]
+        return raw.astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dt)
+
+
+@pytest.mark.parametrize("pair", CAST_PAIRS, ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.mark.parametrize("mode", ["raise", "zero", "clip"])
+def test_dtype_is_the_one_shot_cast(pair: tuple[str, str], mode: str) -> None:
+    src, dst = pair
+    data = values((40, 6, 5), src)
+    idx = np.array([[3, 1], [39, 5], [0, 0], [7, 2]])
+    if mode != "raise":
+        idx = np.concatenate([idx, [[40, 1], [-41, 2]]])
+    p = ndgather.prepare_gather_nd(data.shape, idx, mode=mode)
+    want = ndgather.gather_nd(data, idx, mode=mode, dtype=np.dtype(dst))
+    assert_same(want, ndgather.gather_nd(data, idx, mode=mode).astype(dst))
+    for d in relayouts(data):
+        assert_same(p(d, dtype=np.dtype(dst)), want)
+        assert_same(p(d, dtype=dst), want)  # a name, resolved as NumPy does
+    out = np.full(want.shape, 7, want.dtype)
+    assert p(data, out=out, dtype=dst) is out
+    assert_same(out, want)
+
+
+def test_dtype_bfloat16_widens_as_ml_dtypes_does() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    data = values((64, 16), np.float32).astype(ml_dtypes.bfloat16)
+    idx = np.array([63, 0, 5, 5])
+    p = ndgather.prepare_gather(data.shape, idx)
+    for dst in (np.float32, np.float64):
+        assert_same(p(data, dtype=dst), data[idx].astype(dst))
+
+
+@pytest.mark.parametrize("case", LARGE, ids=lambda c: f"{c[0]}{c[1]}")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dtype_on_large_gathers_and_address_order(case: Any, threads: int) -> None:
+    # Point lookups prepared in address order convert too (through the scatter buffer).
+    op, shape, b_or_axis, n = case
+    ndgather.set_num_threads(threads)
+    rng = np.random.default_rng(11)
+    data = rng.integers(-(1 << 15), 1 << 15, size=shape).astype(np.int16)
+    if op == "gather_nd":
+        k = 2 if len(shape) == 3 or shape == (1024, 1024) else 1
+        idx = rng.integers(0, np.array(shape[:k]), size=(n, k))
+        p = ndgather.prepare_gather_nd(shape, idx)
+        want = gather_nd_fancy(data, idx, 0, "raise")
+    else:
+        idx = rng.integers(0, shape[0], size=n)
+        p = ndgather.prepare_gather(shape, idx, b_or_axis)
+        want = gather_take(data, idx, b_or_axis, 0, "raise")
+    assert_same(p(data, dtype=np.float32), want.astype(np.float32))
+    assert_same(p(data, dtype=np.int64), want.astype(np.int64))
+
+
+def test_dtype_refusals_are_the_one_shot_type_errors() -> None:
+    data = values((10, 4), np.float32)
+    p = ndgather.prepare_gather(data.shape, [1, 2])
+    for bad in (np.float16, np.int32, "U4", object):
+        with pytest.raises(TypeError) as one_shot:
+            ndgather.gather(data, [1, 2], dtype=bad)
+        with pytest.raises(TypeError) as prepared:
+            p(data, dtype=bad)
+        assert str(prepared.value) == str(one_shot.value)
+    # The cast is refused before the shape is checked, as the one-shot call refuses it
+    # before planning.
+    with pytest.raises(TypeError, match="cannot gather data of dtype float32 as dtype float16"):
+        p(values((3, 3), np.float32), dtype=np.float16)
+    # A dtype NumPy cannot read is NumPy's TypeError, after data's own errors.
+    with pytest.raises(TypeError):
+        p(data, dtype="no such dtype")
+    with pytest.raises(ValueError, match="has shape"):
+        p(values((3, 3), np.float32), dtype=np.float64)
+    # out= of the cast's dtype only.
+    with pytest.raises(TypeError):
+        p(data, out=np.empty((2, 4), np.float32), dtype=np.float64)
+
+
+def test_dtype_on_objects_and_strings_is_refused_or_kept() -> None:
+    data = np.array([["a", "bb"], ["ccc", "d"]], dtype=object)
+    p = ndgather.prepare_gather(data.shape, [1, 0])
+    assert_same(p(data, dtype=object), data[[1, 0]])
+    with pytest.raises(TypeError):
+        p(data, dtype=np.float64)
