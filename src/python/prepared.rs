@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
 use super::args::{mode_arg, Int64};
-use super::casts::target_dtype;
 use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
+use super::casts::target_dtype;
 use super::detach::run_detached;
 use super::gateway::{copy_into, overlaps};
 use super::objects::own_copied_references;
