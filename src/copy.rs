@@ -7,7 +7,7 @@
 use std::ptr;
 
 use crate::hints::{Ahead, FAR, NEAR, NONE};
-use crate::layout::SliceLayout;
+use crate::layout::{for_each_run, SliceLayout};
 use crate::offsets::{prefetch_row, ZERO_FILL};
 use crate::plan::Plan;
 
@@ -261,8 +261,6 @@ unsafe fn copy_strided<const ZERO: bool>(
     outer: &[(usize, isize)],
     slice_bytes: usize,
 ) {
-    let runs: usize = outer.iter().map(|o| o.0).product();
-    let mut coords: smallvec::SmallVec<[usize; 8]> = smallvec::smallvec![0; outer.len()];
     for (i, &off) in offsets[..count].iter().enumerate() {
         // SAFETY: row i of the block lies in `dst` (caller).
         let mut d = unsafe { dst.add(i * slice_bytes) };
@@ -272,24 +270,15 @@ unsafe fn copy_strided<const ZERO: bool>(
             unsafe { ptr::write_bytes(d, 0, slice_bytes) };
             continue;
         }
-        let mut s = off;
-        for _ in 0..runs {
-            // SAFETY: `s` is the offset of one run of this slice (caller);
-            // `d` walks the row's `slice_bytes` bytes one run at a time.
+        for_each_run(outer, |at| {
+            // SAFETY: `off + at` is the offset of one run of this slice
+            // (caller); `d` walks the row's `slice_bytes` bytes one run at
+            // a time.
             unsafe {
-                ptr::copy_nonoverlapping(src.offset(s), d, run);
+                ptr::copy_nonoverlapping(src.offset(off + at), d, run);
                 d = d.add(run);
             }
-            for (c, &(n, stride)) in coords.iter_mut().zip(outer).rev() {
-                *c += 1;
-                s += stride;
-                if *c < n {
-                    break;
-                }
-                s -= stride * n as isize;
-                *c = 0;
-            }
-        }
+        });
     }
 }
 
@@ -350,6 +339,31 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
         };
     }
     fixed!(1 2 3 4 6 8 12 16 24 32 48 64 128);
+}
+
+/// Copies `dst.len()` bytes from `src`: the common element sizes as one
+/// move each, not a call to memcpy.
+///
+/// # Safety
+/// `src` must be readable for `dst.len()` bytes that do not overlap `dst`.
+#[inline(always)]
+pub(crate) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
+    let d = dst.as_mut_ptr();
+    // SAFETY: forwarded from the caller, for exactly `dst.len()` bytes.
+    unsafe {
+        match dst.len() {
+            4 => d
+                .cast::<u32>()
+                .write_unaligned(src.cast::<u32>().read_unaligned()),
+            8 => d
+                .cast::<u64>()
+                .write_unaligned(src.cast::<u64>().read_unaligned()),
+            2 => d
+                .cast::<u16>()
+                .write_unaligned(src.cast::<u16>().read_unaligned()),
+            n => std::ptr::copy_nonoverlapping(src, d, n),
+        }
+    }
 }
 
 // Copies that bypass the cache on their way out.

@@ -189,6 +189,28 @@ impl SliceLayout {
     }
 }
 
+/// Calls `f(at)` with the byte offset, from the slice's start, of each run
+/// of a strided slice whose runs lie at the positions of `outer` (size,
+/// byte stride), in C order: the one walk of every strided copy.
+#[inline(always)]
+pub(crate) fn for_each_run(outer: &[(usize, isize)], mut f: impl FnMut(isize)) {
+    let runs: usize = outer.iter().map(|o| o.0).product();
+    let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; outer.len()];
+    let mut at = 0isize;
+    for _ in 0..runs {
+        f(at);
+        for (c, &(n, stride)) in coords.iter_mut().zip(outer).rev() {
+            *c += 1;
+            at += stride;
+            if *c < n {
+                break;
+            }
+            at -= stride * n as isize;
+            *c = 0;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@ use std::ptr;
 
 use crate::convert::Cast;
 use crate::copy::copy_block;
-use crate::layout::SliceLayout;
+use crate::copy::copy_contiguous;
+use crate::layout::{for_each_run, SliceLayout};
 use crate::offsets::{prefetch_row, ZERO_FILL};
 use crate::plan::Plan;
 
@@ -83,28 +84,60 @@ unsafe fn convert_block<const ZERO: bool>(
             }
             SliceLayout::Strided { run, outer } => {
                 let per_run = run / fs;
-                let runs: usize = outer.iter().map(|o| o.0).product();
-                let mut coords: smallvec::SmallVec<[usize; 8]> =
-                    smallvec::smallvec![0; outer.len()];
-                for r in 0..runs {
-                    let at: isize = coords
-                        .iter()
-                        .zip(outer.iter())
-                        .map(|(&c, &(_, stride))| c as isize * stride)
-                        .sum();
+                let mut d = d;
+                for_each_run(outer, |at| {
                     // SAFETY: every run of a slice at `off` lies in `data`
-                    // (offsets from the plan); run r of the output row is
-                    // `per_run` output elements at `r * per_run * ts`.
-                    unsafe { cast.run(src.offset(off + at), d.add(r * per_run * ts), per_run) };
-                    for (c, &(size, _)) in coords.iter_mut().zip(outer.iter()).rev() {
-                        *c += 1;
-                        if *c < size {
-                            break;
-                        }
-                        *c = 0;
+                    // (offsets from the plan); the output row holds
+                    // `per_run` output elements for each run, in order.
+                    unsafe {
+                        cast.run(src.offset(off + at), d, per_run);
+                        d = d.add(per_run * ts);
                     }
-                }
+                });
             }
+        }
+    }
+}
+
+/// Moves one slice laid out as `slice` from `src` into `dst` (C order):
+/// converted by `cast` if given (`dst` then holds the slice's elements in
+/// the cast's output type), else copied.
+///
+/// # Safety
+/// Every byte the layout addresses from `src` must be readable, and `dst`
+/// must hold exactly the slice's bytes (converted) and not overlap them.
+#[inline]
+pub(crate) unsafe fn move_slice(
+    src: *const u8,
+    slice: &SliceLayout,
+    cast: Option<Cast>,
+    dst: &mut [u8],
+) {
+    match (slice, cast) {
+        // SAFETY: forwarded from the caller; `dst` is the slice's length.
+        (SliceLayout::Contiguous { .. }, None) => unsafe { copy_contiguous(src, dst) },
+        (SliceLayout::Contiguous { .. }, Some(cast)) => {
+            // SAFETY: forwarded: `dst` holds the slice's elements as
+            // `cast.to()`, and `src` as many of `cast.from()`.
+            unsafe { cast.run(src, dst.as_mut_ptr(), dst.len() / cast.to().size()) }
+        }
+        (SliceLayout::Strided { run, outer }, cast) => {
+            let (per_run, width) = match cast {
+                Some(c) => (run / c.from().size(), run / c.from().size() * c.to().size()),
+                None => (0, *run),
+            };
+            let mut d = dst.as_mut_ptr();
+            for_each_run(outer, |at| {
+                // SAFETY: each run at `at` is part of the slice (caller);
+                // `d` walks `dst` one converted run at a time.
+                unsafe {
+                    match cast {
+                        Some(c) => c.run(src.offset(at), d, per_run),
+                        None => std::ptr::copy_nonoverlapping(src.offset(at), d, width),
+                    }
+                    d = d.add(width);
+                }
+            });
         }
     }
 }

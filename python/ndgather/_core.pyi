@@ -139,4 +139,6 @@ def _gather_chunks(
     mode: _Mode,
     data_shape: Sequence[int] | None = None,
     index_offset: Sequence[int] | None = None,
+    out_dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray[Any, Any]: ...
+def _cast_dtype(dtype: np.dtype[Any], out_dtype: npt.DTypeLike) -> np.dtype[Any]: ...

@@ -89,6 +89,7 @@ class _Call:
     batch_dims: int
     mode: Mode
     data_shape: tuple[int, ...]
+    out_dtype: np.dtype[Any] | None = None  # dtype=: the result's, when it converts
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ def _gather_block(indices: Array, chunks: list[Array], block: _Block, call: _Cal
         call.mode,
         call.data_shape,
         block.offset,
+        call.out_dtype,
     )
 
 
@@ -208,9 +210,20 @@ def _snapshot(idx: Array) -> tuple[Array, int]:
     return (idx if made is None else made), digest
 
 
-def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode: Mode) -> da.Array:
+def _build(
+    data_like: Any,
+    indices: Any,
+    axis: int | None,
+    batch_dims: int,
+    mode: Mode,
+    dtype: npt.DTypeLike | None,
+) -> da.Array:
     data = _as_dask(data_like)
     _known(data, "data")
+    # dtype= as the in-memory call checks it: after data's own errors, before the shapes'.
+    out_dtype = None if dtype is None else _core._cast_dtype(data.dtype, dtype)
+    if out_dtype is not None and out_dtype == data.dtype:
+        out_dtype = None  # nothing to convert
     lazy = isinstance(indices, da.Array)
     idx: Any = indices if lazy else np.asarray(indices)
     if lazy:
@@ -245,12 +258,13 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
             f"data chunk) pairs, more than MAX_LAZY_PAIRS = {MAX_LAZY_PAIRS}: use fewer, larger "
             "chunks for the indices or for data, or compute the indices first"
         )
-    call = _Call(data.dtype, axis, batch_dims, mode, data_shape)
+    call = _Call(data.dtype, axis, batch_dims, mode, data_shape, out_dtype)
+    cast = None if out_dtype is None else out_dtype.str
     if lazy:
-        token = tokenize(data, idx, axis, batch_dims, mode)
+        token = tokenize(data, idx, axis, batch_dims, mode, cast)
     else:
         idx, digest = _snapshot(idx)
-        token = tokenize(data, (digest, idx.shape, idx.dtype.str), axis, batch_dims, mode)
+        token = tokenize(data, (digest, idx.shape, idx.dtype.str), axis, batch_dims, mode, cast)
     name = f"{'gather_nd' if nd else 'gather'}-{token}"
     graph: dict[Key, Any] = {}
     whole_sizes = [list(c) for c in data.chunks]
@@ -295,11 +309,18 @@ def _build(data_like: Any, indices: Any, axis: int | None, batch_dims: int, mode
     out_chunks = tchunks[:b] + tuple(cchunks[:n_between]) + tchunks[b:] + tuple(cchunks[n_between:])
     deps: list[Any] = [data, idx] if lazy else [data]
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=deps)
-    meta = np.empty((0,) * len(out_chunks), data.dtype)
+    meta = np.empty((0,) * len(out_chunks), data.dtype if out_dtype is None else out_dtype)
     return da.Array(hlg, name, out_chunks, meta=meta)  # type: ignore[no-untyped-call]
 
 
-def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: Mode = "raise") -> da.Array:
+def gather_nd(
+    data: Any,
+    indices: Any,
+    batch_dims: int = 0,
+    *,
+    mode: Mode = "raise",
+    dtype: npt.DTypeLike | None = None,
+) -> da.Array:
     """:func:`ndgather.gather_nd` on a dask array, lazily, chunk by chunk.
 
     ``data`` is a :class:`dask.array.Array`, or an array-like with chunks of its own (a zarr
@@ -309,24 +330,31 @@ def gather_nd(data: Any, indices: Any, batch_dims: int = 0, *, mode: Mode = "rai
     array-like or a :class:`dask.array.Array`. The result is a :class:`dask.array.Array` of shape
     ``indices.shape[:-1] + data.shape[batch_dims + k:]`` whose chunks follow those of
     ``indices`` (in-memory indices are chunked so that an output block is about dask's
-    ``array.chunk-size``) and of ``data`` on the carried axes.
+    ``array.chunk-size``) and of ``data`` on the carried axes. ``dtype=`` converts each block
+    as it is gathered, with the casts and errors of the in-memory ``dtype=``.
 
     >>> import dask.array as da
     >>> x = da.arange(24, chunks=5).reshape(4, 6)
     >>> gather_nd(x, [[3, -1], [0, 2]]).compute()
     array([23,  2])
     """
-    return _build(data, indices, None, batch_dims, mode)
+    return _build(data, indices, None, batch_dims, mode, dtype)
 
 
 def gather(
-    data: Any, indices: Any, axis: int = 0, batch_dims: int = 0, *, mode: Mode = "raise"
+    data: Any,
+    indices: Any,
+    axis: int = 0,
+    batch_dims: int = 0,
+    *,
+    mode: Mode = "raise",
+    dtype: npt.DTypeLike | None = None,
 ) -> da.Array:
     """:func:`ndgather.gather` on a dask array, lazily, chunk by chunk.
 
     The result has shape ``data.shape[:axis] + indices.shape[batch_dims:] +
     data.shape[axis + 1:]``; its chunks follow ``indices`` on the index axes and ``data``
-    elsewhere. See :func:`gather_nd` for ``data``, ``indices`` and errors.
+    elsewhere. See :func:`gather_nd` for ``data``, ``indices``, ``dtype=`` and errors.
 
     >>> import dask.array as da
     >>> x = da.arange(12, chunks=4).reshape(3, 4)
@@ -335,4 +363,4 @@ def gather(
            [ 7,  4,  7],
            [11,  8, 11]])
     """
-    return _build(data, indices, axis, batch_dims, mode)
+    return _build(data, indices, axis, batch_dims, mode, dtype)

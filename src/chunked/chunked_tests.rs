@@ -249,6 +249,7 @@ fn run(
         c.op,
         mode,
         None,
+        None,
         &mut out,
         threads,
     )?;

@@ -8,16 +8,19 @@ use smallvec::SmallVec;
 
 use super::flat::{tuple_axes, Flat, Tuples};
 use super::grid::{bounds, chunk_of, chunk_tables, grid_strides, locate, Bounds};
-use super::ready::{copy_slice, ready_chunks, Ready, Stop, ZERO_ROW};
+use super::ready::{ready_chunks, Ready, Stop, ZERO_ROW};
 use super::{plan_whole, relocate, row_axes, ChunkGrid, RowAxis, StandIn, Whole};
+use crate::convert::Cast;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::hints::{self, PREFETCH_MAX};
 use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
+use crate::mover::move_slice;
 use crate::offsets::resolve;
 use crate::plan::{Operator, Plan};
 use crate::threads::{for_each_task, Disjoint, ReadShared, MAX_THREADS};
+use crate::validate::checked_sizes;
 
 /// Work below this many bytes (as `execute` counts) stays on one thread.
 pub(super) const PARALLEL_MIN_COST: usize = 256 * 1024;
@@ -26,7 +29,9 @@ pub(super) const ROW_COST: usize = 64;
 
 /// Gathers from the chunks of `grid` into `out` (exactly the result's
 /// bytes, C order, not overlapping any chunk): the one-shot gather of the
-/// array the chunks tile, with its errors (moved to `whole` if given).
+/// array the chunks tile, with its errors (moved to `whole` if given),
+/// each element converted by `cast` if given (`dtype=`, as
+/// [`Plan::with_cast`] converts).
 #[allow(clippy::too_many_arguments)] // the operator's inputs, as the one-shot planners take them
 pub fn gather_chunks(
     grid: &ChunkGrid<'_>,
@@ -35,13 +40,25 @@ pub fn gather_chunks(
     op: Operator,
     mode: Mode,
     whole: Option<&Whole>,
+    cast: Option<Cast>,
     out: &mut [u8],
     threads: usize,
 ) -> Result<()> {
     let threads = threads.min(MAX_THREADS);
     let (starts, shape) = bounds(&grid.chunk_sizes)?;
     let data = StandIn::new(&shape, grid.itemsize);
-    let (plan, out_bytes) = plan_whole(&data, grid.itemsize, indices, ty, op)?;
+    let (plan, mut out_bytes) = plan_whole(&data, grid.itemsize, indices, ty, op)?;
+    if let Some(cast) = cast {
+        if cast.from().size() != grid.itemsize {
+            return Err(GatherError::InvalidArgument(format!(
+                "a cast from {:?} reads {}-byte elements, but the chunks' are {} bytes",
+                cast.from(),
+                cast.from().size(),
+                grid.itemsize
+            )));
+        }
+        out_bytes = checked_sizes(plan.out_shape(), cast.to().size())?;
+    }
     if out.len() != out_bytes {
         return Err(GatherError::InvalidArgument(format!(
             "output buffer has {} bytes, the result needs {}",
@@ -76,7 +93,11 @@ pub fn gather_chunks(
         row_bytes,
         tables: &tables,
         dense: dense.as_deref(),
-        prefetch_bytes: row_bytes.min(PREFETCH_MAX),
+        // The slice as read from a chunk.
+        prefetch_bytes: cast
+            .map_or(row_bytes, |c| row_bytes / c.to().size() * c.from().size())
+            .min(PREFETCH_MAX),
+        cast,
     };
     // SAFETY: the flat gather's raw addresses are those of the indices and
     // of the given chunks, which the caller's views borrow (shared,
@@ -156,6 +177,9 @@ pub(super) fn flat_gather<'p>(
     out_bytes: usize,
 ) -> Option<Flat<'p>> {
     let plan = walk.plan;
+    if walk.cast.is_some() {
+        return None; // the flat loops copy; a conversion takes the general walk
+    }
     let k = plan.tuple.len();
     let flat_rows = matches!(walk.rows, [r] if r.data_axis.is_none());
     let leading = plan.tuple.iter().enumerate().all(|(j, t)| t.axis == j);
@@ -198,6 +222,8 @@ pub(super) struct Walk<'p, 'a> {
     dense: Option<&'p [u32]>,
     /// Bytes of a slice worth prefetching.
     prefetch_bytes: usize,
+    /// The conversion of every element, if any (`dtype=`).
+    cast: Option<Cast>,
 }
 
 /// Grids up to this many chunks find a chunk's place in a table.
@@ -253,7 +279,7 @@ impl Walk<'_, '_> {
                     // SAFETY: `src` is the start of a slice of chunk `k` (see
                     // `source`), laid out as its `slice`; `dst` holds exactly
                     // one slice, and the output overlaps no chunk (caller).
-                    unsafe { copy_slice(src, &self.ready[k as usize].slice, dst) };
+                    unsafe { move_slice(src, &self.ready[k as usize].slice, self.cast, dst) };
                 }
             }
         }

@@ -1,8 +1,6 @@
 //! The chunks as the gathers read them: each given chunk checked against
 //! the grid and put in order, and the copy of one slice from a chunk.
 
-use smallvec::SmallVec;
-
 use super::grid::{grid_strides, Bounds};
 use super::ChunkGrid;
 use crate::error::{fmt_tuple, GatherError, Result};
@@ -87,60 +85,3 @@ pub(super) enum Stop {
 
 /// No chunk: the row is zero-filled (mode "zero").
 pub(super) const ZERO_ROW: u32 = u32::MAX;
-
-/// Copies `dst.len()` bytes from `src`: the common element sizes as one
-/// move each, not a call to memcpy.
-///
-/// # Safety
-/// `src` must be readable for `dst.len()` bytes that do not overlap `dst`.
-#[inline(always)]
-pub(super) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
-    let d = dst.as_mut_ptr();
-    // SAFETY: forwarded from the caller, for exactly `dst.len()` bytes.
-    unsafe {
-        match dst.len() {
-            4 => d
-                .cast::<u32>()
-                .write_unaligned(src.cast::<u32>().read_unaligned()),
-            8 => d
-                .cast::<u64>()
-                .write_unaligned(src.cast::<u64>().read_unaligned()),
-            2 => d
-                .cast::<u16>()
-                .write_unaligned(src.cast::<u16>().read_unaligned()),
-            n => std::ptr::copy_nonoverlapping(src, d, n),
-        }
-    }
-}
-
-/// Copies one slice laid out as `layout` from `src` into `dst` (C order).
-///
-/// # Safety
-/// Every byte the layout addresses from `src` must be readable, and `dst`
-/// must hold exactly the slice's bytes and not overlap them.
-pub(super) unsafe fn copy_slice(src: *const u8, layout: &SliceLayout, dst: &mut [u8]) {
-    match layout {
-        // SAFETY: forwarded from the caller; `dst` is the slice's length.
-        SliceLayout::Contiguous { .. } => unsafe { copy_contiguous(src, dst) },
-        SliceLayout::Strided { run, outer } => {
-            let mut coords: SmallVec<[usize; 4]> = smallvec::smallvec![0; outer.len()];
-            for part in dst.chunks_exact_mut(*run) {
-                let off: isize = coords
-                    .iter()
-                    .zip(outer.iter())
-                    .map(|(&c, &(_, s))| c as isize * s)
-                    .sum();
-                // SAFETY: `coords` is an in-range position of the outer
-                // axes, so the run at `off` is part of the slice (caller).
-                unsafe { std::ptr::copy_nonoverlapping(src.offset(off), part.as_mut_ptr(), *run) };
-                for (c, &(size, _)) in coords.iter_mut().zip(outer.iter()).rev() {
-                    *c += 1;
-                    if *c < size {
-                        break;
-                    }
-                    *c = 0;
-                }
-            }
-        }
-    }
-}

@@ -8,9 +8,10 @@ use pyo3::types::PyDict;
 
 use super::args::{mode_arg, Int64};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
+use super::casts::target_dtype;
 use super::objects::own_copied_references;
 use crate::{
-    chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, ChunkGrid,
+    chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, Cast, ChunkGrid,
     GatherError, Operator, Whole,
 };
 
@@ -102,8 +103,36 @@ fn chunks_touched_py(
 /// by ``chunk_sizes`` (the slice axes one chunk each), of ``dtype``: the
 /// one-shot function's result and errors on the whole. A chunk no index
 /// reads need not be given; one that is read and missing is a ValueError.
+/// The result's dtype of a gather from `dtype` with `dtype=` `out_dtype`
+/// (`dtype` itself when there is nothing to convert), and the conversion:
+/// the one-shot call's rule and `TypeError` (`casts.rs`).
+fn result_dtype<'py>(
+    dtype: &Bound<'py, PyArrayDescr>,
+    out_dtype: Option<&Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyArrayDescr>, Option<Cast>)> {
+    let Some(out_dtype) = out_dtype.filter(|d| !d.is_none()) else {
+        return Ok((dtype.clone(), None));
+    };
+    let target = target_dtype(out_dtype, &empty(dtype)?)?;
+    Ok(match target.cast_from(dtype)? {
+        Some(cast) => (target.dtype, Some(cast)),
+        None => (dtype.clone(), None),
+    })
+}
+
+/// `ndgather.dask`'s `dtype=` checked when the graph is made: the result's
+/// dtype, or the one-shot call's error (data's dtype refused first).
+#[pyfunction(name = "_cast_dtype")]
+fn cast_dtype_py<'py>(
+    dtype: &Bound<'py, PyArrayDescr>,
+    out_dtype: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArrayDescr>> {
+    data_array(&empty(dtype)?)?;
+    Ok(result_dtype(dtype, Some(out_dtype))?.0)
+}
+
 #[pyfunction(name = "_gather_chunks")]
-#[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
+#[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None, out_dtype = None))]
 #[allow(clippy::too_many_arguments)] // the operator's inputs
 fn gather_chunks_py<'py>(
     chunks: &Bound<'py, PyDict>,
@@ -115,11 +144,15 @@ fn gather_chunks_py<'py>(
     mode: &str,
     data_shape: Option<Vec<usize>>,
     index_offset: Option<Vec<usize>>,
+    out_dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = chunks.py();
     let op = operator(axis, batch_dims)?;
     let mode = mode_arg(mode)?;
     data_array(&empty(dtype)?)?;
+    // Before any chunk is converted, as a one-shot call resolves `dtype=`
+    // before it reads an array.
+    let (rdtype, cast) = result_dtype(dtype, out_dtype)?;
     // Every chunk and the indices are converted before any is read: a
     // conversion (a key's `__index__`, a value's or the indices'
     // `__array__`) may run Python code, which may change the dict or the
@@ -154,14 +187,22 @@ fn gather_chunks_py<'py>(
     let index_shape = iview.shape;
     let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
     let layout = chunked_layout(&shape, dtype.itemsize(), index_shape, ty, op)?;
-    let result = new_output(py, dtype, &layout.out_shape, layout.out_bytes)?;
+    let out_bytes = match cast {
+        None => layout.out_bytes,
+        Some(cast) => (layout.out_bytes / dtype.itemsize())
+            .checked_mul(cast.to().size())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| GatherError::Overflow("the result is too large".into()))?,
+    };
+    let dtype = &rdtype;
+    let result = new_output(py, dtype, &layout.out_shape, out_bytes)?;
     // SAFETY: the array was just made; nothing else refers to its buffer,
     // and no chunk can share its memory.
     let buf = unsafe { bytes_mut(&result) };
     if dtype.has_object() {
         // With the GIL held, on this thread: no object of a chunk can be
         // released between the copy of its pointer and our reference.
-        if let Err(e) = gather_chunks(&grid, iview, ty, op, mode, whole.as_ref(), buf, 1) {
+        if let Err(e) = gather_chunks(&grid, iview, ty, op, mode, whole.as_ref(), None, buf, 1) {
             buf.fill(0); // only null slots: dropping takes no reference back
             return Err(e.into());
         }
@@ -175,6 +216,7 @@ fn gather_chunks_py<'py>(
                 op,
                 mode,
                 whole.as_ref(),
+                cast,
                 buf,
                 num_threads(),
             )
@@ -219,6 +261,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather_layout_py, m)?)?;
     m.add_function(wrap_pyfunction!(chunks_touched_py, m)?)?;
     m.add_function(wrap_pyfunction!(gather_chunks_py, m)?)?;
+    m.add_function(wrap_pyfunction!(cast_dtype_py, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot_py, m)?)?;
     Ok(())
 }

@@ -119,6 +119,7 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
         op,
         call.mode,
         None,
+        None,
         &mut out,
         call.threads,
     );

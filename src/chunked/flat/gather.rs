@@ -4,7 +4,8 @@ use std::ops::Range;
 
 use super::{lookups, resolve_tuple, TupleAxis, Tuples, FLAT_MAX_AXES};
 use crate::chunked::grid::{locate, Bounds};
-use crate::chunked::ready::{copy_contiguous, Ready, Stop, ZERO_ROW};
+use crate::chunked::ready::{Ready, Stop, ZERO_ROW};
+use crate::copy::copy_contiguous;
 use crate::copy::stream_copy;
 use crate::hints::{fence, PREFETCH_LINES};
 use crate::index::IndexElem;
