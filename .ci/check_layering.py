@@ -137,7 +137,8 @@ class Crate:
                         continue
                     deps.add(target)
             stripped = re.sub(r"\buse\s+[^;]+;", "", code)
-            for m in re.finditer(r"\b((?:crate|super)(?:::\w+)+)", stripped):
+            # Paths in the code: from the crate or a parent, or into a child module by name.
+            for m in re.finditer(r"(?<![\w:])((?:crate|super|\w+)(?:::\w+)+)", stripped):
                 target = self.resolve(here, m.group(1))
                 if target is not None:
                     deps.add(target)

@@ -126,6 +126,19 @@ impl<'py> Target<'_, 'py> {
     }
 }
 
+/// The result's dtype: the target's when `cast` converts to it, else
+/// data's own (no `dtype=`, or one naming data's dtype).
+pub(crate) fn result_dtype<'py>(
+    target: Option<Target<'_, 'py>>,
+    cast: Option<Cast>,
+    data_dtype: Bound<'py, PyArrayDescr>,
+) -> Bound<'py, PyArrayDescr> {
+    match (cast, target) {
+        (Some(_), Some(target)) => target.dtype,
+        _ => data_dtype,
+    }
+}
+
 /// The last conversion [`Target::cast_from`] chose that may be reused: a
 /// service asks for the same `dtype=` of the same table on every call, and
 /// converting `dtype` to a descriptor and choosing the loop again cost a

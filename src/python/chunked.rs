@@ -8,8 +8,8 @@ use pyo3::types::PyDict;
 
 use super::args::{mode_arg, Int64};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
-use super::casts::target_dtype;
-use super::objects::own_copied_references;
+use super::casts::{self, target_dtype};
+use super::deliver::{deliver, Planned};
 use crate::{
     chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, Cast, ChunkGrid,
     GatherError, Operator, Whole,
@@ -106,7 +106,7 @@ fn chunks_touched_py(
 /// The result's dtype of a gather from `dtype` with `dtype=` `out_dtype`
 /// (`dtype` itself when there is nothing to convert), and the conversion:
 /// the one-shot call's rule and `TypeError` (`casts.rs`).
-fn result_dtype<'py>(
+fn chunk_result_dtype<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
     out_dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyArrayDescr>, Option<Cast>)> {
@@ -114,10 +114,8 @@ fn result_dtype<'py>(
         return Ok((dtype.clone(), None));
     };
     let target = target_dtype(out_dtype, &empty(dtype)?)?;
-    Ok(match target.cast_from(dtype)? {
-        Some(cast) => (target.dtype, Some(cast)),
-        None => (dtype.clone(), None),
-    })
+    let cast = target.cast_from(dtype)?;
+    Ok((casts::result_dtype(Some(target), cast, dtype.clone()), cast))
 }
 
 /// `ndgather.dask`'s `dtype=` checked when the graph is made: the result's
@@ -128,7 +126,7 @@ fn cast_dtype_py<'py>(
     out_dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArrayDescr>> {
     data_array(&empty(dtype)?)?;
-    Ok(result_dtype(dtype, Some(out_dtype))?.0)
+    Ok(chunk_result_dtype(dtype, Some(out_dtype))?.0)
 }
 
 #[pyfunction(name = "_gather_chunks")]
@@ -145,14 +143,13 @@ fn gather_chunks_py<'py>(
     data_shape: Option<Vec<usize>>,
     index_offset: Option<Vec<usize>>,
     out_dtype: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let py = chunks.py();
+) -> PyResult<Bound<'py, PyAny>> {
     let op = operator(axis, batch_dims)?;
     let mode = mode_arg(mode)?;
     data_array(&empty(dtype)?)?;
     // Before any chunk is converted, as a one-shot call resolves `dtype=`
     // before it reads an array.
-    let (rdtype, cast) = result_dtype(dtype, out_dtype)?;
+    let (rdtype, cast) = chunk_result_dtype(dtype, out_dtype)?;
     // Every chunk and the indices are converted before any is read: a
     // conversion (a key's `__index__`, a value's or the indices'
     // `__array__`) may run Python code, which may change the dict or the
@@ -195,34 +192,26 @@ fn gather_chunks_py<'py>(
             .ok_or_else(|| GatherError::Overflow("the result is too large".into()))?,
     };
     let dtype = &rdtype;
-    let result = new_output(py, dtype, &layout.out_shape, out_bytes)?;
-    // SAFETY: the array was just made; nothing else refers to its buffer,
-    // and no chunk can share its memory.
-    let buf = unsafe { bytes_mut(&result) };
-    if dtype.has_object() {
-        // With the GIL held, on this thread: no object of a chunk can be
-        // released between the copy of its pointer and our reference.
-        if let Err(e) = gather_chunks(&grid, iview, ty, op, mode, whole.as_ref(), None, buf, 1) {
-            buf.fill(0); // only null slots: dropping takes no reference back
-            return Err(e.into());
-        }
-        own_copied_references(&result)?;
-    } else {
-        py.detach(|| {
-            gather_chunks(
-                &grid,
-                iview,
-                ty,
-                op,
-                mode,
-                whole.as_ref(),
-                cast,
-                buf,
-                num_threads(),
-            )
-        })?;
-    }
-    Ok(result)
+    let planned = Planned {
+        shape: &layout.out_shape,
+        bytes: out_bytes,
+        work: out_bytes,
+        reads: &[],
+    };
+    // No `out=`: the result is new, and no chunk can share its memory.
+    deliver(dtype, &planned, None, &|buf, _, threads| {
+        gather_chunks(
+            &grid,
+            iview,
+            ty,
+            op,
+            mode,
+            whole.as_ref(),
+            cast,
+            buf,
+            threads,
+        )
+    })
 }
 
 /// ``(copy, digest)`` of a C-contiguous array of a plain dtype: a new

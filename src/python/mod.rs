@@ -6,6 +6,7 @@ mod arrays;
 mod casts;
 mod cells;
 mod chunked;
+mod deliver;
 mod dequantize;
 mod detach;
 mod errors;

@@ -5,19 +5,16 @@
 //! overlaps `data` or holds objects, filled through NumPy's copy), with the
 //! gateway's helpers.
 
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
 use super::args::{mode_arg, Int64};
-use super::arrays::{bytes_mut, check_out, data_array, index_array, new_output, view};
-use super::casts::target_dtype;
+use super::arrays::{data_array, index_array, view};
+use super::casts::{result_dtype, target_dtype};
+use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
-use super::gateway::{copy_into, overlaps};
-use super::objects::own_copied_references;
-use crate::{
-    num_threads, GatherError, IndexType, Mode, Operator, Positions, Prepared, PreparedCall,
-};
+use crate::{num_threads, GatherError, IndexType, Mode, Operator, Positions, Prepared};
 
 /// A gather whose indices were checked and resolved once for one shape of
 /// ``data`` (made by :func:`prepare_gather_nd` and :func:`prepare_gather`).
@@ -133,29 +130,20 @@ impl PreparedGather {
         };
         let dview = view(&data)?;
         let mut call = self.inner.bind(dview)?;
-        let dtype = match (cast, target) {
-            (Some(cast), Some(target)) => {
-                call = call.with_cast(cast)?;
-                target.dtype
-            }
-            _ => data_dtype,
-        };
-        let Some(out) = out else {
-            return Ok(fresh_result(&call, &dtype)?.into_any());
-        };
-        let target = check_out(out, &dtype, call.out_shape())?;
-        if dtype.has_object() || overlaps(&target, &[&dview]) {
-            let result = fresh_result(&call, &dtype)?;
-            copy_into(&target, &result, dtype.has_object())?;
-        } else {
-            // SAFETY: `target` is C-contiguous and writeable (check_out), and
-            // shares no memory with `data`, the only other array borrowed.
-            let buf = unsafe { bytes_mut(&target) };
-            run_detached(data.py(), call.work_bytes(), || {
-                call.execute(buf, num_threads())
-            })?;
+        if let Some(cast) = cast {
+            call = call.with_cast(cast)?;
         }
-        Ok(out.clone())
+        let dtype = result_dtype(target, cast, data_dtype);
+        let result = Planned {
+            shape: call.out_shape(),
+            bytes: call.out_bytes(),
+            work: call.work_bytes(),
+            reads: &[&dview],
+        };
+        // A call reads no index, so validation does not apply to it.
+        deliver(&dtype, &result, out, &|buf, _, threads| {
+            call.execute(buf, threads)
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -202,30 +190,6 @@ impl PreparedGather {
             .getattr("_prepared_from_state")?;
         PyTuple::new(py, [restore, state.into_pyobject(py)?.into_any()])
     }
-}
-
-/// Gathers into a new array (the gateway's `fresh_result`, for a prepared
-/// call).
-fn fresh_result<'py>(
-    call: &PreparedCall<'_>,
-    dtype: &Bound<'py, PyArrayDescr>,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let py = dtype.py();
-    let result = new_output(py, dtype, call.out_shape(), call.out_bytes())?;
-    // SAFETY: the array was just made; nothing else refers to its buffer.
-    let buf = unsafe { bytes_mut(&result) };
-    if dtype.has_object() {
-        // As in the gateway: copied with the GIL held, on this thread, so
-        // no object of `data` is dropped between the copy and the increfs.
-        if let Err(e) = call.execute(buf, 1) {
-            buf.fill(0);
-            return Err(e.into());
-        }
-        own_copied_references(&result)?;
-    } else {
-        run_detached(py, call.work_bytes(), || call.execute(buf, num_threads()))?;
-    }
-    Ok(result)
 }
 
 /// The parts of a pickled state, in `__reduce__`'s order.
