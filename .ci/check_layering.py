@@ -9,7 +9,7 @@ The rule, read from the ```layers block of docs/architecture.md (top line first)
 - every module of src/ falls under some line.
 
 A module is a file of src/ (`mod.rs` is its folder, `lib.rs` the crate root); test files
-(`*_tests.rs`, inline `#[cfg(test)] mod tests`) are left out. Uses are `use` declarations and
+(`*_tests.rs`, `test_*.rs`, inline `#[cfg(test)] mod tests`) are left out. Uses are `use` declarations and
 paths in the code (`crate::a::b`, `super::c`); a name the crate root re-exports counts as a
 use of the module that defines it. Exits 1 with each violation listed.
 
@@ -71,7 +71,7 @@ class Crate:
         self.files = {
             module_name(p): p
             for p in sorted(SRC.rglob("*.rs"))
-            if not p.stem.endswith("_tests")
+            if not (p.stem.endswith("_tests") or p.stem.startswith("test_"))
         }
         self.mods = set(self.files)
         self.defined: dict[str, set[str]] = {

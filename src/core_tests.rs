@@ -4,22 +4,8 @@
 //! types and modes is `tests/oracle.rs` (the fuzz targets' oracle,
 //! `fuzz/oracle/`, on seeded inputs).
 
+use crate::test_support::Rng;
 use crate::{plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Validation};
-
-/// Tiny deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 const MODES: [Mode; 3] = [Mode::Raise, Mode::Zero, Mode::Clip];
 

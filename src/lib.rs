@@ -41,6 +41,8 @@ mod walk;
 
 #[cfg(test)]
 mod core_tests;
+#[cfg(test)]
+mod test_support;
 
 #[cfg(feature = "python")]
 mod python;

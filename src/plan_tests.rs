@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::error::GatherError;
+use crate::test_support::view;
 
 #[test]
 fn only_long_contiguous_slices_of_huge_outputs_stream() {
@@ -14,21 +15,6 @@ fn only_long_contiguous_slices_of_huge_outputs_stream() {
         outer: smallvec::smallvec![(4, 8192)],
     };
     assert!(!streams(&strided, 1 << 30));
-}
-
-fn view<'a>(
-    bytes: &'a [u8],
-    shape: &'a [usize],
-    strides: &'a [isize],
-    itemsize: usize,
-) -> ArrayView<'a> {
-    ArrayView {
-        bytes,
-        offset: 0,
-        shape,
-        strides,
-        itemsize,
-    }
 }
 
 #[test]

@@ -3,22 +3,8 @@
 
 use super::*;
 use crate::mode::Mode;
+use crate::test_support::Rng;
 use crate::{plan_gather, plan_gather_nd, Validation};
-
-/// Tiny deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// Random chunk sizes summing to `n` (zero-size chunks included).
 fn split(rng: &mut Rng, n: usize) -> Vec<usize> {

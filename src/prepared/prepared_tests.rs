@@ -2,22 +2,8 @@
 
 use super::order::{SORT_IGNORED_BITS, SORT_PARALLEL_MIN_ROWS};
 use super::*;
+use crate::test_support::view;
 use crate::{plan_gather, plan_gather_nd, Validation};
-
-fn view<'a>(
-    bytes: &'a [u8],
-    shape: &'a [usize],
-    strides: &'a [isize],
-    itemsize: usize,
-) -> ArrayView<'a> {
-    ArrayView {
-        bytes,
-        offset: 0,
-        shape,
-        strides,
-        itemsize,
-    }
-}
 
 fn i64_bytes(v: &[i64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_ne_bytes()).collect()
