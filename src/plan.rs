@@ -195,6 +195,26 @@ impl Plan<'_> {
     }
 }
 
+/// Plans `op`, either operator with its attributes (the one dispatch of
+/// the crate), walking `data` with `walk` strides if given (see
+/// [`plan_gather_nd_walking`]).
+pub(crate) fn plan_op<'a>(
+    op: Operator,
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
+    walk: Option<&[isize]>,
+) -> Result<Plan<'a>> {
+    match op {
+        Operator::GatherNd { batch_dims } => {
+            plan_gather_nd_walking(data, indices, index_type, batch_dims, walk)
+        }
+        Operator::Gather { axis, batch_dims } => {
+            plan_gather_walking(data, indices, index_type, axis, batch_dims, walk)
+        }
+    }
+}
+
 /// How many positions of an axis of `indices` hold distinct stored values:
 /// one for a broadcast axis (stride 0, as `np.broadcast_to` makes), which may
 /// be of any length without a byte behind each position.
@@ -252,7 +272,7 @@ pub fn plan_gather_nd<'a>(
 /// element strides of its shape, so that the offsets the plan computes are
 /// element positions (see `prepared`).
 #[inline(always)]
-pub(crate) fn plan_gather_nd_walking<'a>(
+fn plan_gather_nd_walking<'a>(
     data: ArrayView<'a>,
     indices: ArrayView<'a>,
     index_type: IndexType,
@@ -336,7 +356,7 @@ pub fn plan_gather<'a>(
 /// [`plan_gather`], walking `data` with `walk` strides when given (see
 /// [`plan_gather_nd_walking`]).
 #[inline(always)]
-pub(crate) fn plan_gather_walking<'a>(
+fn plan_gather_walking<'a>(
     data: ArrayView<'a>,
     indices: ArrayView<'a>,
     index_type: IndexType,

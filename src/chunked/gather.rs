@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use super::flat::{tuple_axes, Flat, Tuples};
 use super::grid::{bounds, chunk_of, chunk_tables, grid_strides, locate, Bounds};
 use super::ready::{ready_chunks, Ready, Stop, ZERO_ROW};
-use super::{plan_whole, relocate, row_axes, ChunkGrid, RowAxis, StandIn, Whole};
+use super::{plan_whole, relocate, row_axes, ChunkGrid, RowAxis, Whole};
 use crate::convert::Cast;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::hints::{self, PREFETCH_MAX};
@@ -19,6 +19,7 @@ use crate::mode::Mode;
 use crate::mover::move_slice;
 use crate::offsets::resolve;
 use crate::plan::{Operator, Plan};
+use crate::stand_in::StandIn;
 use crate::threads::{for_each_task, Disjoint, ReadShared, MAX_THREADS};
 use crate::validate::checked_sizes;
 

@@ -16,7 +16,8 @@ use smallvec::SmallVec;
 use crate::error::{GatherError, Result};
 use crate::index::IndexType;
 use crate::layout::ArrayView;
-use crate::plan::{plan_gather, plan_gather_nd, Operator, Plan};
+use crate::plan::{plan_op, Operator, Plan};
+use crate::stand_in::{stand_in, StandIn};
 use crate::validate::{check_numpy_size, checked_sizes};
 
 mod flat;
@@ -66,43 +67,8 @@ pub struct ChunkGrid<'a> {
     pub itemsize: usize,
 }
 
-/// A whole-array stand-in: every stride 0 over one element of zero bytes,
-/// so that the one-shot planner checks shapes and indices against `shape`
-/// without an array behind it (its rows are never copied from). Its
-/// elements are one byte (none for an itemsize of 0), whatever the
-/// array's: a stand-in of the real itemsize held that many bytes, and an
-/// absurd one (the Rust API takes any) aborted on the allocation; see
-/// [`plan_whole`].
-struct StandIn {
-    shape: Vec<usize>,
-    strides: Vec<isize>,
-    bytes: Vec<u8>,
-}
-
-impl StandIn {
-    /// The stand-in of an array of `shape` and `itemsize` (counted by
-    /// [`plan_whole`], held as one byte).
-    fn new(shape: &[usize], itemsize: usize) -> Self {
-        StandIn {
-            shape: shape.to_vec(),
-            strides: vec![0; shape.len()],
-            bytes: vec![0; itemsize.min(1)],
-        }
-    }
-
-    fn view(&self) -> ArrayView<'_> {
-        ArrayView {
-            bytes: &self.bytes,
-            offset: 0,
-            shape: &self.shape,
-            strides: &self.strides,
-            itemsize: self.bytes.len(),
-        }
-    }
-}
-
 /// The one-shot plan of `indices` on an array of `shape` and `itemsize`,
-/// over a stand-in of one-byte elements (`StandIn`), and the result's bytes
+/// over a stand-in of one-byte elements ([`StandIn`]), and the result's bytes
 /// at the real `itemsize`: the same checks and errors as planning on the
 /// array itself (its own size bound first, as the planner checks it before
 /// the attributes; the result's after).
@@ -113,22 +79,10 @@ fn plan_whole<'a>(
     ty: IndexType,
     op: Operator,
 ) -> Result<(Plan<'a>, usize)> {
-    check_numpy_size("data", &data.shape, itemsize)?;
-    let plan = plan_on(data.view(), indices, ty, op)?;
+    check_numpy_size("data", data.shape(), itemsize)?;
+    let plan = plan_op(op, data.view(), indices, ty, None)?;
     let out_bytes = checked_sizes(plan.out_shape(), itemsize)?;
     Ok((plan, out_bytes))
-}
-
-fn plan_on<'a>(
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    ty: IndexType,
-    op: Operator,
-) -> Result<Plan<'a>> {
-    match op {
-        Operator::GatherNd { batch_dims } => plan_gather_nd(data, indices, ty, batch_dims),
-        Operator::Gather { axis, batch_dims } => plan_gather(data, indices, ty, axis, batch_dims),
-    }
 }
 
 /// One axis of the output rows: its length, its stride in `indices` (0
@@ -184,15 +138,8 @@ pub fn chunked_layout(
     op: Operator,
 ) -> Result<Layout> {
     let data = StandIn::new(data_shape, itemsize);
-    let one = vec![0u8; ty.itemsize()];
     let zeros = vec![0isize; index_shape.len()];
-    let indices = ArrayView {
-        bytes: &one,
-        offset: 0,
-        shape: index_shape,
-        strides: &zeros,
-        itemsize: ty.itemsize(),
-    };
+    let indices = stand_in(index_shape, &zeros, ty.itemsize());
     let (plan, out_bytes) = plan_whole(&data, itemsize, indices, ty, op)?;
     let (_, batch_dims, _) = row_axes(&plan);
     Ok(Layout {

@@ -7,13 +7,15 @@ use smallvec::SmallVec;
 
 use super::flat::{self, tuple_axes, Tuples};
 use super::grid::{bounds, chunk_of, chunk_tables, grid_strides};
-use super::{plan_on, relocate, row_axes, RowAxis, StandIn, Whole};
+use super::{relocate, row_axes, RowAxis, Whole};
 use crate::error::{GatherError, Result};
 use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::resolve;
+use crate::plan::plan_op;
 use crate::plan::Operator;
+use crate::stand_in::StandIn;
 use crate::threads::{for_each_task, ReadShared, MAX_THREADS};
 
 /// The grid coordinates (batch axes, then indexed axes) of every chunk some
@@ -30,7 +32,7 @@ pub fn touched_chunks(
 ) -> Result<Vec<Vec<usize>>> {
     let (starts, shape) = bounds(chunk_sizes)?;
     let data = StandIn::new(&shape, 1);
-    let plan = plan_on(data.view(), indices, ty, op)?;
+    let plan = plan_op(op, data.view(), indices, ty, None)?;
     let (rows, b, _) = row_axes(&plan);
     // Index positions only: gather's outer axes choose no chunk of the
     // indexed axes, and the batch axes' chunks are reported with them.

@@ -5,7 +5,7 @@
 use smallvec::SmallVec;
 
 use super::positions::{Positions, Word};
-use super::{plan, stand_in, Prepared};
+use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::execute::{split_rows, task_rows, RANDOM_ROW_COST};
@@ -15,7 +15,9 @@ use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
+use crate::plan::plan_op;
 use crate::plan::Plan;
+use crate::stand_in::stand_in;
 use crate::threads::{for_each_task, Disjoint};
 
 impl Prepared {
@@ -31,7 +33,7 @@ impl Prepared {
             )));
         }
         let indices = stand_in(&self.index_shape, &self.zeros, self.index_type.itemsize());
-        let mut plan = plan(self.op, data, indices, self.index_type, None)?;
+        let mut plan = plan_op(self.op, data, indices, self.index_type, None)?;
         if self.order.is_some() {
             // The copy goes to a small buffer that is read back at once
             // (`scatter_rows`): no stores that bypass the cache.

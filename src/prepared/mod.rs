@@ -38,11 +38,8 @@ use crate::kernel::{row_offsets, BLOCK};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
-use crate::plan::{plan_gather_nd_walking, plan_gather_walking, Operator, Plan};
-
-/// The bytes of the stand-in arrays: every stride of a stand-in is 0, so
-/// its one element (at most 8 bytes) is all it spans.
-static STAND_IN: [u8; 8] = [0; 8];
+use crate::plan::{plan_op, Operator, Plan};
+use crate::stand_in::stand_in;
 
 /// A gather whose indices were checked and resolved for one shape of
 /// `data` (see the module's text). Immutable: shared by any number of
@@ -68,37 +65,6 @@ pub struct Prepared {
     order: Option<Vec<u32>>,
 }
 
-/// Plans `op` (its one-shot checks and errors), walking `data` with `walk`
-/// strides if given.
-fn plan<'a>(
-    op: Operator,
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    index_type: IndexType,
-    walk: Option<&[isize]>,
-) -> Result<Plan<'a>> {
-    match op {
-        Operator::GatherNd { batch_dims } => {
-            plan_gather_nd_walking(data, indices, index_type, batch_dims, walk)
-        }
-        Operator::Gather { axis, batch_dims } => {
-            plan_gather_walking(data, indices, index_type, axis, batch_dims, walk)
-        }
-    }
-}
-
-/// An array of `shape` whose every element is the first byte of
-/// [`STAND_IN`] (`zeros` has one 0 per axis): a checked view of any shape.
-fn stand_in<'a>(shape: &'a [usize], zeros: &'a [isize], itemsize: usize) -> ArrayView<'a> {
-    ArrayView {
-        bytes: &STAND_IN,
-        offset: 0,
-        shape,
-        strides: &zeros[..shape.len()],
-        itemsize,
-    }
-}
-
 impl Prepared {
     /// Checks `indices` for a gather `op` from `data` of `shape` and resolves
     /// them, with `threads` threads at most. Fails exactly as the one-shot
@@ -115,11 +81,11 @@ impl Prepared {
     ) -> Result<Prepared> {
         let zeros = vec![0isize; shape.len().max(indices.shape.len())];
         let data = stand_in(shape, &zeros, 1);
-        let checked = plan(op, data, indices, index_type, None)?;
+        let checked = plan_op(op, data, indices, index_type, None)?;
         // The tuple is never empty: its last axis ends the leading ones.
         let lead = checked.tuple.last().map_or(0, |t| t.axis + 1);
         let walk = element_strides(shape, lead);
-        let plan = plan(op, data, indices, index_type, Some(&walk))?;
+        let plan = plan_op(op, data, indices, index_type, Some(&walk))?;
         let wide = count(&shape[..lead]) > u32::MAX as usize;
         let mut order = None;
         let positions = if plan.out_shape.contains(&0) {
@@ -166,7 +132,7 @@ impl Prepared {
         let zeros = vec![0isize; shape.len().max(index_shape.len())];
         let data = stand_in(shape, &zeros, 1);
         let indices = stand_in(index_shape, &zeros, index_type.itemsize());
-        let plan = plan(op, data, indices, index_type, None)?;
+        let plan = plan_op(op, data, indices, index_type, None)?;
         let lead = plan.tuple.last().map_or(0, |t| t.axis + 1);
         let elements = count(&shape[..lead]);
         let empty = plan.out_shape.contains(&0);

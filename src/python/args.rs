@@ -7,12 +7,28 @@
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::{GatherError, Mode};
+use crate::{GatherError, Mode, Operator};
 
 /// Which operator, with its attributes as Python passed them.
 pub(crate) enum Op {
     GatherNd { batch_dims: Int64 },
     Gather { axis: Int64, batch_dims: Int64 },
+}
+
+impl Op {
+    /// The core's operator: each attribute a `ValueError` naming it when
+    /// beyond 64 bits (`axis` first, in the parameters' order).
+    pub(crate) fn operator(self) -> PyResult<Operator> {
+        Ok(match self {
+            Op::GatherNd { batch_dims } => Operator::GatherNd {
+                batch_dims: batch_dims.get("batch_dims")?,
+            },
+            Op::Gather { axis, batch_dims } => Operator::Gather {
+                axis: axis.get("axis")?,
+                batch_dims: batch_dims.get("batch_dims")?,
+            },
+        })
+    }
 }
 
 /// What the operator does with indices outside `[0, s)`.

@@ -6,7 +6,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::args::{mode_arg, Int64};
+use super::args::{mode_arg, Int64, Op};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::casts::{self, target_dtype};
 use super::deliver::{deliver, Planned};
@@ -16,14 +16,11 @@ use crate::{
 };
 
 fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
-    let batch_dims = batch_dims.get("batch_dims")?;
-    Ok(match axis {
-        None => Operator::GatherNd { batch_dims },
-        Some(axis) => Operator::Gather {
-            axis: axis.get("axis")?,
-            batch_dims,
-        },
-    })
+    match axis {
+        None => Op::GatherNd { batch_dims },
+        Some(axis) => Op::Gather { axis, batch_dims },
+    }
+    .operator()
 }
 
 fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Option<Whole> {

@@ -10,7 +10,8 @@ use super::arrays::{data_array, index_array, view};
 use super::casts::{result_dtype, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::rows::try_take_rows;
-use crate::{plan_gather, plan_gather_nd, Mode};
+use crate::plan::plan_op;
+use crate::Mode;
 
 pub(crate) fn gather<'py>(
     data: &Bound<'py, PyAny>,
@@ -53,18 +54,7 @@ pub(crate) fn gather<'py>(
         data_dtype = now;
     }
     let (dview, iview) = (view(&data)?, view(&indices)?);
-    let mut plan = match op {
-        Op::GatherNd { batch_dims } => {
-            plan_gather_nd(dview, iview, index_type, batch_dims.get("batch_dims")?)?
-        }
-        Op::Gather { axis, batch_dims } => plan_gather(
-            dview,
-            iview,
-            index_type,
-            axis.get("axis")?,
-            batch_dims.get("batch_dims")?,
-        )?,
-    };
+    let mut plan = plan_op(op.operator()?, dview, iview, index_type, None)?;
     if !rules.wrap_negative {
         plan = plan.reject_negative_indices();
     }

@@ -23,7 +23,7 @@ use fastcall::{extract_or, optional, Parsed, Signature};
 use pyo3::ffi;
 use pyo3::sync::PyOnceLock;
 
-use crate::{GatherError, Operator};
+use crate::GatherError;
 
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
@@ -274,11 +274,7 @@ fn prepare_gather_nd_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = || {
-        Ok(Operator::GatherNd {
-            batch_dims: batch_dims.get("batch_dims")?,
-        })
-    };
+    let op = || Op::GatherNd { batch_dims }.operator();
     prepared::prepare(py, shape, indices, op, mode)
 }
 
@@ -304,12 +300,7 @@ fn prepare_gather_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = || {
-        Ok(Operator::Gather {
-            axis: axis.get("axis")?,
-            batch_dims: batch_dims.get("batch_dims")?,
-        })
-    };
+    let op = || Op::Gather { axis, batch_dims }.operator();
     prepared::prepare(py, shape, indices, op, mode)
 }
 
