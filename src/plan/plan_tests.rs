@@ -1,4 +1,4 @@
-//! Tests of `plan.rs`.
+//! Tests of `plan/`.
 
 use super::*;
 use crate::error::GatherError;

@@ -1,0 +1,215 @@
+//! Validation of shapes and attributes, the output shape, and the
+//! decomposition of both operators into one walk:
+//!
+//! ```text
+//! for row in rows (C order of the output without the slice axes):
+//!     src = data + Σ row coords · data strides + Σ_j resolve(indices[row, j]) · tuple strides
+//!     copy the slice at src to output row
+//! ```
+//!
+//! `gather_nd` rows are `indices.shape[:-1]` (batch axes first) with a tuple
+//! of `k` indices; `gather` rows are batch, outer (`data.shape[b:axis]`) and
+//! `indices.shape[b:]` axes with a tuple of one index.
+
+use crate::convert::Cast;
+use crate::error::{GatherError, Result};
+use crate::hints::{Ahead, STREAM_MIN_OUT_BYTES};
+use crate::index::IndexType;
+use smallvec::SmallVec;
+
+use crate::layout::{ArrayView, Dims, SliceLayout};
+
+mod rules;
+
+pub(crate) use rules::plan_op;
+pub use rules::{plan_gather, plan_gather_nd};
+
+/// A result shape, inline for the ranks real calls have.
+type Shape = SmallVec<[usize; 8]>;
+
+/// One axis of `data` addressed by a position of the index tuple.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TupleAxis {
+    /// The axis number in `data` (for messages).
+    pub axis: usize,
+    pub size: usize,
+    pub data_stride: isize,
+}
+
+/// Which operator a call runs, with its attributes as the caller gave them
+/// (what [`plan_gather_nd`] and [`plan_gather`] take): the one description
+/// the prepared and the chunked gathers share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// `gather_nd(data, indices, batch_dims)`.
+    GatherNd {
+        /// As for [`plan_gather_nd`].
+        batch_dims: i64,
+    },
+    /// `gather(data, indices, axis, batch_dims)`.
+    Gather {
+        /// As for [`plan_gather`].
+        axis: i64,
+        /// As for [`plan_gather`].
+        batch_dims: i64,
+    },
+}
+
+/// Everything the kernel needs, computed once per call, with the arrays it
+/// reads: checked views (see the checked-view invariant on [`ArrayView`]),
+/// as `plan_gather` and `plan_gather_nd` check both before planning.
+#[derive(Clone, Debug)]
+pub struct Plan<'a> {
+    pub(crate) data: ArrayView<'a>,
+    pub(crate) indices: ArrayView<'a>,
+    pub(crate) index_type: IndexType,
+    pub(crate) out_shape: Shape,
+    pub(crate) out_bytes: usize,
+    /// The copy walk: output rows in C order, coalesced.
+    pub(crate) rows: Dims,
+    pub(crate) n_rows: usize,
+    /// The validation walk: every distinct stored index position once, in C
+    /// order of `indices` (the rows without gather's outer axes), coalesced;
+    /// see [`index_walk`].
+    pub(crate) index_rows: Dims,
+    pub(crate) n_index_rows: usize,
+    /// How many leading axes of `indices` a flat index-row number unravels
+    /// over, for messages: all but the last for gather_nd, all for gather.
+    pub(crate) position_rank: usize,
+    pub(crate) tuple: SmallVec<[TupleAxis; 4]>,
+    /// Byte stride between the elements of one index tuple.
+    pub(crate) tuple_stride: isize,
+    pub(crate) slice: SliceLayout,
+    pub(crate) slice_bytes: usize,
+    pub(crate) is_nd: bool,
+    /// Whether the output is so much larger than the caches that rows are
+    /// written with non-temporal stores (see `copy`).
+    pub(crate) stream: bool,
+    /// Whether a negative index counts from the end of its axis (else it
+    /// is out of range, as in ONNX Gather-1 and OpenVINO Gather-1/7).
+    pub(crate) wrap_negative: bool,
+    /// Whether `data` is too large for the caches, so that asking for the
+    /// next rows' bytes ahead of time pays.
+    pub(crate) prefetch: bool,
+    /// The conversion of every element on its way to the output (`dtype=`);
+    /// then `slice_bytes` and `out_bytes` count the output type's bytes.
+    pub(crate) cast: Option<Cast>,
+}
+
+/// Contiguous slices shorter than this are written with ordinary stores
+/// even into a huge output. Measured on the 2-core EPYC VM (interleaved,
+/// `benches/compare.py` cases): non-temporal stores made 64-byte rows
+/// 25-40% slower (rows_1m_u8, gather_batch), were even at 256 bytes and
+/// won from 512 bytes on (gather_axis0, tokens_b1, slices_128k).
+const STREAM_MIN_SLICE_BYTES: usize = 256;
+
+/// Whether a plan writes its output with non-temporal stores.
+pub(crate) fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
+    matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= STREAM_MIN_SLICE_BYTES)
+        && out_bytes >= STREAM_MIN_OUT_BYTES
+}
+
+/// Above this, `data` is unlikely to sit in a core's L2 cache.
+const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
+
+impl Plan<'_> {
+    /// How far ahead, and into which cache, a copy of this plan's slices
+    /// prefetches (only contiguous slices prefetch; a conversion,
+    /// `dtype=`, reads slices of another width than it writes).
+    #[inline]
+    pub(crate) fn ahead(&self) -> Ahead {
+        let read = match (&self.slice, self.cast) {
+            (SliceLayout::Contiguous { bytes }, Some(_)) => *bytes,
+            _ => self.slice_bytes,
+        };
+        Ahead::new(self.prefetch, self.n_rows, self.data.bytes.len(), read)
+    }
+
+    /// How many rows past a block the copy of its rows reads offsets of (to
+    /// prefetch their slices), so that a kernel computing that many more
+    /// offsets first keeps the prefetches going across blocks: only for a
+    /// long call from a `data` beyond the caches (a short call paid more
+    /// for the extra rounds than it gained).
+    pub(crate) fn lookahead(&self) -> usize {
+        let ahead = self.ahead();
+        match self.slice {
+            SliceLayout::Contiguous { .. } if ahead.far => ahead.rows,
+            _ => 0,
+        }
+    }
+
+    /// The shape of the result.
+    pub fn out_shape(&self) -> &[usize] {
+        &self.out_shape
+    }
+
+    /// The size of the result in bytes.
+    pub fn out_bytes(&self) -> usize {
+        self.out_bytes
+    }
+
+    /// Makes negative indices out of range instead of counting from the
+    /// end of their axis (operators whose indices lie in `[0, s)`).
+    pub fn reject_negative_indices(mut self) -> Self {
+        self.wrap_negative = false;
+        self
+    }
+
+    /// Makes the plan convert each element with `cast` as it gathers: the
+    /// result holds `cast.to()` elements (`out_bytes` grows accordingly),
+    /// each equal to NumPy's `astype` of the element gathered. `data`'s
+    /// elements must be of `cast.from()`'s size.
+    pub fn with_cast(mut self, cast: Cast) -> Result<Self> {
+        let (from, to) = (cast.from().size(), cast.to().size());
+        if self.data.itemsize != from {
+            return Err(GatherError::InvalidArgument(format!(
+                "a cast from {:?} reads {from}-byte elements, but data's are {} bytes",
+                cast.from(),
+                self.data.itemsize
+            )));
+        }
+        let widen = |bytes: usize| {
+            (bytes / from)
+                .checked_mul(to)
+                .filter(|&b| b <= isize::MAX as usize)
+                .ok_or_else(|| {
+                    GatherError::Overflow(format!(
+                        "the result as {:?} would hold more than {} bytes",
+                        cast.to(),
+                        isize::MAX
+                    ))
+                })
+        };
+        self.out_bytes = widen(self.out_bytes)?;
+        self.slice_bytes = widen(self.slice_bytes)?;
+        // The conversion writes through the cache (no streaming stores).
+        self.stream = false;
+        self.cast = Some(cast);
+        Ok(self)
+    }
+
+    /// Bytes a call moves: the result written plus the indices read.
+    pub fn work_bytes(&self) -> usize {
+        let reads = self
+            .n_rows
+            .max(self.n_index_rows)
+            .saturating_mul(self.tuple.len());
+        self.out_bytes
+            .saturating_add(reads.saturating_mul(self.index_type.itemsize()))
+    }
+}
+
+/// How many positions of an axis of `indices` hold distinct stored values:
+/// one for a broadcast axis (stride 0, as `np.broadcast_to` makes), which may
+/// be of any length without a byte behind each position.
+pub(crate) fn distinct_positions(size: usize, stride: isize) -> usize {
+    if stride == 0 {
+        size.min(1)
+    } else {
+        size
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
