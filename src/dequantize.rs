@@ -13,12 +13,10 @@
 //! `f32` for integer codes, `value(code) * scale` for float codes, then a
 //! round to nearest even into the scales' type.
 
-use std::sync::Mutex;
-
 use crate::error::{GatherError, Result};
 use crate::hints::{self, fence, STREAM_MIN_OUT_BYTES};
 use crate::real::{Real, BF16, F16, F32};
-use crate::threads::{for_each_task, MAX_THREADS};
+use crate::split::split_rows;
 
 /// How the quantised codes of `data` are stored, one logical element after
 /// another in C order.
@@ -117,11 +115,10 @@ impl Indices<'_> {
     }
 }
 
-/// Below this many output elements the call runs on the calling thread
-/// (about 20 us of work).
-const PARALLEL_MIN_ELEMENTS: usize = 32 * 1024;
-/// The smallest piece of work one task does, in output elements.
-const TASK_MIN_ELEMENTS: usize = 8 * 1024;
+/// What dequantising one output element costs, in bytes of sequential
+/// copying (the unit of [`split_rows`]): a code read, a scale applied and a
+/// wide value written, about eight bytes' worth.
+const ELEMENT_COST: usize = 8;
 
 /// The shape of the result: `shape[..g] + indices_shape + shape[g + 1..]`.
 pub fn block_quantized_out_shape(
@@ -482,29 +479,15 @@ fn split<R: Real, D: Decode>(
     if total == 0 {
         return;
     }
-    let row_bytes = geo.row * R::WIDTH;
-    let threads = threads.clamp(1, MAX_THREADS);
-    if threads == 1 || total < PARALLEL_MIN_ELEMENTS {
-        fill_rows::<R, D>(scales, geo, indices, d, 0, out);
+    let fill = |first: usize, chunk: &mut [u8]| {
+        fill_rows::<R, D>(scales, geo, indices, d, first, chunk);
+        // Our non-temporal stores are visible before the task is done.
         fence();
-        return;
-    }
-    let tasks = (total / TASK_MIN_ELEMENTS)
-        .clamp(1, threads * 4)
-        .min(geo.rows);
-    let rows_per_task = geo.rows.div_ceil(tasks);
-    let chunks: Vec<Mutex<Option<&mut [u8]>>> = out
-        .chunks_mut(rows_per_task * row_bytes)
-        .map(|c| Mutex::new(Some(c)))
-        .collect();
-    let task = |t: usize| {
-        let chunk = chunks[t].lock().ok().and_then(|mut c| c.take());
-        if let Some(chunk) = chunk {
-            fill_rows::<R, D>(scales, geo, indices, d, t * rows_per_task, chunk);
-            fence();
-        }
+        Ok(())
     };
-    for_each_task(threads, chunks.len(), &task);
+    let cost = total.saturating_mul(ELEMENT_COST);
+    // `fill_rows` never fails (an index out of range is a zero row).
+    let _ = split_rows(threads, geo.rows, cost, geo.row * R::WIDTH, out, &fill);
 }
 
 /// Fills output rows `first..` (as many as `out` holds).

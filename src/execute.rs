@@ -13,6 +13,7 @@ use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
 use crate::mode::Mode;
 use crate::offsets::{first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
+use crate::split::{rows_per_task, split_rows, task_rows, RANDOM_ROW_COST};
 use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
 use crate::walk::{unravel, Odometer};
 
@@ -29,62 +30,15 @@ pub enum Validation {
     WhileCopying,
 }
 
-/// A copy whose cost (see [`Plan::copy_cost`]) is below this runs on the
-/// calling thread. The caller never waits for a worker to wake
-/// ([`for_each_task`]), and waits awake for one still in its last task, so
-/// a split only pays for a wake-up call and a few atomics; but each task
-/// starts its own stream of prefetches, and a call of a few hundred random
-/// rows is done about as soon as a worker wakes. Measured on the 2-core EPYC
-/// VM (in-process, the bounds alternating, 15 rounds, fresh random rows of
-/// 256-512 MiB tables, two threads), 256 KiB against the 512 KiB of before:
-/// 384 and 512 rows of 512 bytes 0.59-0.65x the time, 1,024 rows of 128 and
-/// 256 bytes 0.59-0.84x, 2,000 float32 elements 0.72-0.92x; 600 rows of 128
-/// bytes and 1,000 elements (below both bounds) 0.99-1.05x. 128 KiB was no
-/// better above 256 KiB and lost below it (600 rows of 128 bytes into
-/// `out`: 1.67x). (Before the caller waited awake, 512 rows of 512 bytes
-/// were even split or not, and the bound was 512 KiB.)
-const PARALLEL_MIN_COST: usize = 256 * 1024;
-
 /// A validation pass reading fewer index bytes than this runs on the
 /// calling thread (the bound the copies had when it was measured).
 const VALIDATE_PARALLEL_MIN_BYTES: usize = 512 * 1024;
-
-/// Smallest piece of work one task does (same unit): enough that claiming
-/// it is noise, small enough that a late worker still finds some left.
-const TASK_MIN_COST: usize = 32 * 1024;
 
 /// A [`Validation::BeforeWriting`] call with at most this many rows
 /// computes every row's source offset first (validating its indices), then copies from them; a larger
 /// one validates all indices in a pass of their own and computes the offsets
 /// again as it copies (the offsets of a huge call would not stay in cache).
 const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
-
-/// What reading one row from a `data` far larger than the caches costs, in
-/// bytes of sequential copying: a miss on a random address (about 10 ns of
-/// a core's time with the prefetches in flight) is worth about 200 bytes of
-/// memcpy.
-pub(crate) const RANDOM_ROW_COST: usize = 192;
-
-/// How many rows each task of a split of `n_rows` rows costing `cost` (in
-/// bytes of sequential copying) takes, or `None` if the work is too small
-/// to split over `threads` threads.
-pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
-    if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
-        return None;
-    }
-    // Eight tasks a thread, so that a worker that wakes late still finds
-    // a share, and no task smaller than TASK_MIN_COST.
-    let row_cost = (cost / n_rows).max(1);
-    Some(
-        n_rows
-            .div_ceil(threads.min(MAX_THREADS) * 8)
-            .max(TASK_MIN_COST.div_ceil(row_cost)),
-    )
-}
-
-/// A task of [`split_rows`]: fills `chunk`, the rows from `start` on.
-pub(crate) type RowTask<'a, E = u8> =
-    dyn Fn(usize, &mut [E]) -> std::result::Result<(), BadRow> + Sync + 'a;
 
 /// Counts a finished offsets task of [`Plan::offsets_then_copy`] when
 /// dropped, and marks the call failed if the task panicked.
@@ -96,49 +50,6 @@ impl Drop for Computed<'_> {
             self.1.store(true, Ordering::Relaxed);
         }
         self.0.fetch_add(1, Ordering::Release);
-    }
-}
-
-/// Runs `fill(start, chunk)` over the `n_rows` rows of `out` (`per_row`
-/// elements each: the output's bytes, or a slot a row), on this thread if
-/// the work (its `cost`, in bytes of sequential copying) is small, else in
-/// tasks of whole rows split over up to `threads` threads. Stops early and
-/// fails if any task fails.
-pub(crate) fn split_rows<E: Send>(
-    threads: usize,
-    n_rows: usize,
-    cost: usize,
-    per_row: usize,
-    out: &mut [E],
-    fill: &RowTask<'_, E>,
-) -> std::result::Result<(), BadRow> {
-    let Some(rows_per_task) = task_rows(threads, n_rows, cost) else {
-        return fill(0, out);
-    };
-    let tasks = n_rows.div_ceil(rows_per_task);
-    let failed = AtomicBool::new(false);
-    let base = Disjoint::new(out.as_mut_ptr());
-    debug_assert_eq!(out.len(), n_rows * per_row);
-    for_each_task(threads, tasks, &|t| {
-        if failed.load(Ordering::Relaxed) {
-            return;
-        }
-        let start = t * rows_per_task;
-        let rows = rows_per_task.min(n_rows - start);
-        // SAFETY: task t owns rows start..start + rows of `out`, which
-        // no other task touches (for_each_task runs each t once), and
-        // which lie inside `out` (start + rows <= n_rows, and `out` holds
-        // n_rows rows of `per_row` elements: the callers' buffers).
-        let chunk =
-            unsafe { std::slice::from_raw_parts_mut(base.at(start * per_row), rows * per_row) };
-        if fill(start, chunk).is_err() {
-            failed.store(true, Ordering::Relaxed);
-        }
-    });
-    if failed.load(Ordering::Relaxed) {
-        Err(BadRow)
-    } else {
-        Ok(())
     }
 }
 
@@ -401,9 +312,7 @@ impl Plan<'_> {
         } else {
             // Tasks finish in any order: keep the bad index of the lowest
             // row found, and skip the tasks that start after it.
-            let per_task = n
-                .div_ceil(threads * 8)
-                .max(TASK_MIN_COST.div_ceil(reads / n));
+            let per_task = rows_per_task(threads, n, reads);
             let first: Mutex<Option<(usize, usize)>> = Mutex::new(None);
             let lock = || first.lock().unwrap_or_else(|e| e.into_inner());
             for_each_task(threads, n.div_ceil(per_task), &|t| {

@@ -35,6 +35,7 @@ mod real;
 mod pool;
 mod rows;
 mod snapshot;
+mod split;
 mod stand_in;
 mod threads;
 mod validate;

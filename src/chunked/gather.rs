@@ -1,7 +1,6 @@
 //! The chunked gather itself: the given chunks checked and ordered, then
 //! each output row copied straight from the chunk it falls in.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use smallvec::SmallVec;
@@ -18,13 +17,13 @@ use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::mover::move_slice;
 use crate::offsets::resolve;
+use crate::offsets::BadRow;
 use crate::plan::{Operator, Plan};
+use crate::split::split_rows;
 use crate::stand_in::StandIn;
-use crate::threads::{for_each_task, Disjoint, ReadShared, MAX_THREADS};
+use crate::threads::{ReadShared, MAX_THREADS};
 use crate::validate::checked_sizes;
 
-/// Work below this many bytes (as `execute` counts) stays on one thread.
-pub(super) const PARALLEL_MIN_COST: usize = 256 * 1024;
 /// What finding a row's chunk costs, in bytes of copying.
 pub(super) const ROW_COST: usize = 64;
 
@@ -105,7 +104,6 @@ pub fn gather_chunks(
     // read-only) for as long as the gather runs.
     let flat = flat_gather(&walk, &strides, out_bytes).map(|f| unsafe { ReadShared::new(f) });
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
-    let failed = AtomicBool::new(false);
     let cost = out_bytes.saturating_add(n_rows.saturating_mul(ROW_COST));
     let run = |start: usize, chunk: &mut [u8]| {
         let result = match &flat {
@@ -121,40 +119,18 @@ pub fn gather_chunks(
             }),
         };
         match result {
-            Ok(()) => {}
-            Err(Stop::Bad) => failed.store(true, Ordering::Relaxed),
+            Ok(()) => Ok(()),
+            Err(Stop::Bad) => Err(BadRow),
             Err(Stop::Missing(row, coords)) => {
-                failed.store(true, Ordering::Relaxed);
                 let mut m = missing.lock().unwrap_or_else(|e| e.into_inner());
                 if m.as_ref().is_none_or(|(r, _)| row < *r) {
                     *m = Some((row, coords));
                 }
+                Err(BadRow)
             }
         }
     };
-    if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
-        run(0, out);
-    } else {
-        let per_task = n_rows
-            .div_ceil(threads * 8)
-            .max((32 * 1024usize).div_ceil((cost / n_rows).max(1)));
-        let base = Disjoint::new(out.as_mut_ptr());
-        for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
-            if failed.load(Ordering::Relaxed) {
-                return;
-            }
-            let start = t * per_task;
-            let count = per_task.min(n_rows - start);
-            // SAFETY: task t owns rows start..start + count of `out`, which
-            // no other task touches (for_each_task runs each t once), and
-            // which lie inside it (start + count <= n_rows).
-            let part = unsafe {
-                std::slice::from_raw_parts_mut(base.at(start * row_bytes), count * row_bytes)
-            };
-            run(start, part);
-        });
-    }
-    if !failed.load(Ordering::Relaxed) {
+    if split_rows(threads, n_rows, cost, row_bytes, out, &run).is_ok() {
         return Ok(());
     }
     // The first bad index in C order, as the one-shot gather names it.

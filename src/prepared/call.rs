@@ -8,7 +8,6 @@ use super::positions::{Positions, Word};
 use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
-use crate::execute::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::hints::fence;
 use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
@@ -17,6 +16,7 @@ use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::plan_op;
 use crate::plan::Plan;
+use crate::split::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::stand_in::stand_in;
 use crate::threads::{for_each_task, Disjoint};
 

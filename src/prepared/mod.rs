@@ -32,13 +32,13 @@ pub use positions::Positions;
 use positions::{count, with_capacity, Word};
 
 use crate::error::{GatherError, Result};
-use crate::execute::split_rows;
 use crate::index::{with_index_type, IndexElem, IndexType};
 use crate::kernel::{row_offsets, BLOCK};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::{plan_op, Operator, Plan};
+use crate::split::split_rows;
 use crate::stand_in::stand_in;
 
 /// A gather whose indices were checked and resolved for one shape of

@@ -13,7 +13,7 @@ use super::args::{Int64, Op};
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
 use super::casts::Target;
 use super::detach::run_detached;
-use crate::execute::RANDOM_ROW_COST;
+use crate::split::RANDOM_ROW_COST;
 use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,

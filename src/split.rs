@@ -1,0 +1,91 @@
+//! The one split of work over threads: how much work is worth splitting,
+//! and into which tasks, for every path (the one-shot and prepared gathers,
+//! the chunked gather, GatherBlockQuantized). Work is counted in bytes of
+//! sequential copying; each caller says what its rows cost in that unit.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::offsets::BadRow;
+use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
+
+/// Work whose cost is below this runs on the calling thread: a split pays
+/// for a wake-up call and a few atomics ([`for_each_task`]), and a call of
+/// a few hundred random rows is done about as soon as a worker wakes.
+const PARALLEL_MIN_COST: usize = 256 * 1024;
+
+/// Smallest piece of work one task does (same unit): enough that claiming
+/// it is noise, small enough that a late worker still finds some left.
+const TASK_MIN_COST: usize = 32 * 1024;
+
+/// What reading one row from a `data` far larger than the caches costs, in
+/// bytes of sequential copying: a miss on a random address (about 10 ns of
+/// a core's time with the prefetches in flight) is worth about 200 bytes of
+/// memcpy.
+pub(crate) const RANDOM_ROW_COST: usize = 192;
+
+/// How many rows each task of a split of `n_rows` rows costing `cost` (in
+/// bytes of sequential copying) takes, or `None` if the work is too small
+/// to split over `threads` threads.
+pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
+    if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
+        return None;
+    }
+    Some(rows_per_task(threads, n_rows, cost))
+}
+
+/// How many rows each task takes when `n_rows` rows costing `cost` are
+/// split over `threads`: eight tasks a thread, so that a worker that wakes
+/// late still finds a share, and no task smaller than [`TASK_MIN_COST`].
+pub(crate) fn rows_per_task(threads: usize, n_rows: usize, cost: usize) -> usize {
+    let row_cost = (cost / n_rows.max(1)).max(1);
+    n_rows
+        .div_ceil(threads.clamp(1, MAX_THREADS) * 8)
+        .max(TASK_MIN_COST.div_ceil(row_cost))
+}
+
+/// A task of [`split_rows`]: fills `chunk`, the rows from `start` on.
+pub(crate) type RowTask<'a, E = u8> =
+    dyn Fn(usize, &mut [E]) -> std::result::Result<(), BadRow> + Sync + 'a;
+
+/// Runs `fill(start, chunk)` over the `n_rows` rows of `out` (`per_row`
+/// elements each: the output's bytes, or a slot a row), on this thread if
+/// the work (its `cost`, in bytes of sequential copying) is small, else in
+/// tasks of whole rows split over up to `threads` threads. Stops early and
+/// fails if any task fails.
+pub(crate) fn split_rows<E: Send>(
+    threads: usize,
+    n_rows: usize,
+    cost: usize,
+    per_row: usize,
+    out: &mut [E],
+    fill: &RowTask<'_, E>,
+) -> std::result::Result<(), BadRow> {
+    let Some(rows_per_task) = task_rows(threads, n_rows, cost) else {
+        return fill(0, out);
+    };
+    let tasks = n_rows.div_ceil(rows_per_task);
+    let failed = AtomicBool::new(false);
+    let base = Disjoint::new(out.as_mut_ptr());
+    debug_assert_eq!(out.len(), n_rows * per_row);
+    for_each_task(threads, tasks, &|t| {
+        if failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let start = t * rows_per_task;
+        let rows = rows_per_task.min(n_rows - start);
+        // SAFETY: task t owns rows start..start + rows of `out`, which
+        // no other task touches (for_each_task runs each t once), and
+        // which lie inside `out` (start + rows <= n_rows, and `out` holds
+        // n_rows rows of `per_row` elements: the callers' buffers).
+        let chunk =
+            unsafe { std::slice::from_raw_parts_mut(base.at(start * per_row), rows * per_row) };
+        if fill(start, chunk).is_err() {
+            failed.store(true, Ordering::Relaxed);
+        }
+    });
+    if failed.load(Ordering::Relaxed) {
+        Err(BadRow)
+    } else {
+        Ok(())
+    }
+}
