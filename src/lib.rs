@@ -4,16 +4,19 @@
 //! The core knows nothing of Python: arrays are [`ArrayView`]s (bytes,
 //! shape, byte strides), a call is planned ([`plan_gather_nd`],
 //! [`plan_gather`]) and then executed ([`Plan::execute`]), and every failure
-//! is a [`GatherError`]. A gather whose indices serve many arrays of one
-//! shape is checked and resolved once ([`Prepared`]). The PyO3 bindings live in `python/`, compiled only
-//! with the `python` feature.
+//! is a [`GatherError`]. The crate root is that one-shot gather; each wing
+//! has a module of its own: [`prepared`] (indices checked and resolved once
+//! for many arrays of one shape), [`chunked`] (a gather from a grid of
+//! chunks, `ndgather.dask`'s), [`quantized`] (com.microsoft
+//! GatherBlockQuantized) and [`rows`] (the row path of short lists of ids).
+//! The PyO3 bindings live in `python/`, compiled only with the `python`
+//! feature.
 
 #![deny(missing_docs)]
 
-mod chunked;
+pub mod chunked;
 mod convert;
 mod copy;
-mod dequantize;
 mod error;
 mod execute;
 mod half;
@@ -27,13 +30,14 @@ mod mover;
 mod nibbles;
 mod offsets;
 mod plan;
-mod prepared;
+pub mod prepared;
+pub mod quantized;
 mod real;
 // The result buffers of the Python bindings; built without them too, so
 // that `cargo test` covers it.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
 mod pool;
-mod rows;
+pub mod rows;
 mod snapshot;
 mod split;
 mod stand_in;
@@ -49,20 +53,13 @@ mod test_support;
 #[cfg(feature = "python")]
 mod python;
 
-pub use chunked::{chunked_layout, gather_chunks, touched_chunks, ChunkGrid, Layout, Whole};
 pub use convert::{Cast, Scalar};
-pub use dequantize::{
-    block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
-};
 pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
-pub use prepared::{Positions, Prepared, PreparedCall, PreparedParts};
-pub use rows::{take_tuples_in, Declined, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
-pub use snapshot::copy_and_digest;
 pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 
 /// Makes ndgather safe to use in a process that forks while other threads

@@ -26,6 +26,7 @@ mod grid;
 mod ready;
 mod touched;
 
+pub use crate::snapshot::copy_and_digest;
 pub use gather::gather_chunks;
 pub use touched::touched_chunks;
 

@@ -10,10 +10,10 @@ use super::args::{mode_arg, Int64, Op};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::casts::{self, target_dtype};
 use super::deliver::{deliver, Planned};
-use crate::{
-    chunked_layout, copy_and_digest, gather_chunks, num_threads, touched_chunks, Cast, ChunkGrid,
-    GatherError, Operator, Whole,
+use crate::chunked::{
+    chunked_layout, copy_and_digest, gather_chunks, touched_chunks, ChunkGrid, Whole,
 };
+use crate::{num_threads, Cast, GatherError, Operator};
 
 fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
     match axis {

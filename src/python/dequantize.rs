@@ -9,10 +9,10 @@ use pyo3::prelude::*;
 
 use super::arrays::{bytes_mut, new_output, view};
 use super::detach::run_detached;
-use crate::{
-    block_quantized_out_shape, gather_block_quantized, num_threads, BlockQuantized, Codes,
-    GatherError, Indices, ScaleType,
+use crate::quantized::{
+    block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
 };
+use crate::{num_threads, GatherError};
 
 /// The bytes of a C-contiguous array.
 fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {

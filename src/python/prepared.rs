@@ -14,7 +14,8 @@ use super::arrays::{data_array, index_array, view};
 use super::casts::{result_dtype, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
-use crate::{num_threads, GatherError, IndexType, Mode, Operator, Positions, Prepared};
+use crate::prepared::{Positions, Prepared};
+use crate::{num_threads, GatherError, IndexType, Mode, Operator};
 
 /// A gather whose indices were checked and resolved once for one shape of
 /// ``data`` (made by :func:`prepare_gather_nd` and :func:`prepare_gather`).

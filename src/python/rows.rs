@@ -13,8 +13,9 @@ use super::args::{Int64, Op};
 use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
 use super::casts::Target;
 use super::detach::run_detached;
+use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::RANDOM_ROW_COST;
-use crate::{num_threads, take_tuples_in, Cast, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
+use crate::{num_threads, Cast};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
 /// negatives counting from the end), converted to `target` if given (the

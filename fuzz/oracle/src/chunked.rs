@@ -9,9 +9,8 @@
 //! (batch, indexed and gather's outer axes) are cut into up to 5 chunks of
 //! any sizes, zero included; the gathered slice's axes stay whole.
 
-use ndgather::{
-    chunked_layout, gather_chunks, touched_chunks, ArrayView, ChunkGrid, GatherError, Operator,
-};
+use ndgather::chunked::{chunked_layout, gather_chunks, touched_chunks, ChunkGrid};
+use ndgather::{ArrayView, GatherError, Operator};
 
 use crate::reference::{Expected, Op, UNTOUCHED};
 use crate::{Call, SplitMix64};

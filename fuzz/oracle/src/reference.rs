@@ -3,9 +3,10 @@
 //! computed on coordinates, one element at a time, in `i128`; and
 //! [`check`], which compares the core with them.
 
+use ndgather::prepared::Prepared;
 use ndgather::{
-    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Prepared,
-    Operator, Validation,
+    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Operator,
+    Validation,
 };
 
 use crate::{count, for_each_coord, Call};
@@ -473,7 +474,7 @@ fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
 
 /// Runs `call` (with `mode="raise"` from a C-contiguous table, by
 /// C-contiguous `int32` or `int64` ids: what the row path serves) through
-/// `ndgather::take_tuples_in` and checks it against the references: the
+/// `ndgather::rows::take_tuples_in` and checks it against the references: the
 /// reference's bytes; or, declined with the output untouched, a bad index
 /// the reference finds too, or a call the path does not take. With
 /// one-dimensional ids, the call is `gather` on axis 0 (the ids name
@@ -505,7 +506,7 @@ pub fn check_rows(call: &Call) -> Outcome {
     let (dims, row_shape) = data.shape[b..].split_at(k);
     let row_bytes = row_shape.iter().product::<usize>() * data.itemsize;
     let len = batches * dims.iter().product::<usize>() * row_bytes;
-    let table = ndgather::RowTable {
+    let table = ndgather::rows::RowTable {
         bytes: &data.bytes[data.offset..][..len],
         batches,
         dims,
@@ -521,17 +522,17 @@ pub fn check_rows(call: &Call) -> Outcome {
     let got = match call.index_type {
         IndexType::I32 => {
             let ids: Vec<i32> = values.map(|v| v as i32).collect();
-            ndgather::take_tuples_in(table, &ids, &mut out, None, run)
+            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, run)
         }
         IndexType::I64 => {
             let ids: Vec<i64> = values.map(|v| v as i64).collect();
-            ndgather::take_tuples_in(table, &ids, &mut out, None, run)
+            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, run)
         }
         other => panic!("the row path reads no {other:?} ids"),
     };
-    let takes = (1..=ndgather::MAX_ROW_IDS).contains(&count)
+    let takes = (1..=ndgather::rows::MAX_ROW_IDS).contains(&count)
         && row_bytes > 0
-        && count * row_bytes <= ndgather::MAX_ROW_BYTES;
+        && count * row_bytes <= ndgather::rows::MAX_ROW_BYTES;
     let untouched = out.iter().all(|&b| b == UNTOUCHED);
     match (result_reference(call, attrs, &out_shape), got) {
         (Expected::Bytes(want), Ok(())) => {

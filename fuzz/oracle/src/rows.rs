@@ -7,7 +7,8 @@
 
 use crate::{check_rows, dim, itemsize, pattern, Array, Exec, Outcome};
 use arbitrary::Unstructured;
-use ndgather::{IndexType, Mode, Validation, MAX_ROW_BYTES, MAX_ROW_IDS};
+use ndgather::rows::{MAX_ROW_BYTES, MAX_ROW_IDS};
+use ndgather::{IndexType, Mode, Validation};
 
 /// Turns `bytes` into one call and checks it: how it ended (none if the
 /// bytes make no call).

@@ -118,5 +118,5 @@ impl Indices<'_> {
 }
 
 #[cfg(test)]
-#[path = "dequantize_tests.rs"]
+#[path = "quantized_tests.rs"]
 mod tests;
