@@ -25,6 +25,7 @@ use std::mem::MaybeUninit;
 use crate::convert::Cast;
 use crate::copy::copy_small;
 use crate::hints;
+use crate::offsets;
 
 /// At most this many ids take the row path; longer lists are planned (they
 /// also split over threads, which this path never does). Their offsets
@@ -297,18 +298,11 @@ impl Offsets {
     }
 }
 
-/// Index `id` of an axis of `n`, negatives counting from the end, if it
-/// lies in `[-n, n)`.
+/// `id` resolved on an axis of `n` (negatives count from the end), or
+/// [`Declined`] when out of range (the general path raises the error).
 #[inline(always)]
 fn resolve(id: i64, n: usize) -> Result<usize, Declined> {
-    // A slice holds fewer than 2^63 bytes, and so an axis fewer entries.
-    let n = n as i64;
-    let at = if id < 0 { id + n } else { id };
-    if (0..n).contains(&at) {
-        Ok(at as usize)
-    } else {
-        Err(Declined)
-    }
+    offsets::resolve::<false>(id, n, true).ok_or(Declined)
 }
 
 /// The row path with `copy` moving each row (`row_bytes` from `table`) to

@@ -5,6 +5,7 @@ use super::decode::{prefetch_bytes, Decode, NibbleCodes, PackedCodes, TableCodes
 use super::geometry::Geometry;
 use super::{BlockQuantized, Codes, Indices};
 use crate::hints::{fence, STREAM_MIN_OUT_BYTES};
+use crate::offsets::resolve;
 use crate::real::Real;
 use crate::split::split_rows;
 
@@ -80,15 +81,11 @@ fn fill_rows<R: Real, D: Decode>(
     out: &mut [u8],
 ) {
     let row_bytes = geo.row * R::WIDTH;
-    let axis = i64::try_from(geo.axis).unwrap_or(i64::MAX);
-    // The first element of output row `r`'s source, if its index is in range.
+    // The first element of output row `r`'s source, if its index is in
+    // range (negatives count from the end).
     let source = |r: usize| {
         let (m, n) = (r / geo.n, r % geo.n);
-        let i = indices.get(n);
-        if i < -axis || i >= axis {
-            return None;
-        }
-        let i = if i < 0 { i + axis } else { i } as usize;
+        let i = resolve::<false>(indices.get(n), geo.axis, true)?;
         Some((m * geo.axis + i) * geo.row)
     };
     let rows = out.len() / row_bytes.max(1);
