@@ -12,7 +12,7 @@
 use ndgather::chunked::{chunked_layout, gather_chunks, touched_chunks, ChunkGrid};
 use ndgather::{ArrayView, GatherError, Operator};
 
-use crate::reference::{Expected, Op, UNTOUCHED};
+use crate::reference::{Expected, Op, Widening, UNTOUCHED};
 use crate::{Call, SplitMix64};
 
 /// Replays `call` (executed, with `expected` its reference's answer) as a
@@ -124,7 +124,27 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
     );
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
-            assert!(out == *want, "chunked: wrong bytes (grid {:?})", grid.chunk_sizes)
+            assert!(out == *want, "chunked: wrong bytes (grid {:?})", grid.chunk_sizes);
+            // And converting (`dtype=`), through the general chunked walk.
+            if let Some(widening) = Widening::of(call) {
+                let want = widening.convert(want, dv.itemsize);
+                let mut out = vec![UNTOUCHED; want.len()];
+                let got = gather_chunks(
+                    &grid,
+                    iv,
+                    call.index_type,
+                    op,
+                    call.mode,
+                    None,
+                    Some(widening.cast),
+                    &mut out,
+                    call.threads,
+                );
+                if !matches!(got, Err(GatherError::Overflow(_))) {
+                    got.expect("the chunked cast of a valid call");
+                    assert!(out == want, "chunked cast {:?}: wrong bytes", widening.cast);
+                }
+            }
         }
         (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(*got, *want, "chunked: the error names another index");

@@ -17,7 +17,10 @@
 //! too (`ndgather::Prepared`, for the data's shape, then on the data): the
 //! same bytes, or the same first bad index when preparing; and as a chunked
 //! gather (`chunked.rs`: `data` cut into a grid of chunks, the touched ones
-//! found, the gather made from those alone).
+//! found, the gather made from those alone); and, on each of the three
+//! paths, converting (`dtype=`: integers to int64, float32 or float64,
+//! float16 and bfloat16 to float32, against conversions worked out from the
+//! formats in `reference.rs`).
 //!
 //! The references work on coordinates, one element at a time, with `i128`
 //! arithmetic: they share no code and no idea (coalescing, offsets tables,

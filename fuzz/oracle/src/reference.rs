@@ -420,38 +420,90 @@ pub fn check(call: &Call, op: Op) -> Outcome {
     }
 }
 
-/// The same call gathering into 8-byte elements (`dtype=`), for element
-/// widths of 1, 2, 4 and 8 bytes: signed integers widened to `int64`, 8-byte
-/// integers to `float64`. Checked against the reference's bytes converted
-/// one element at a time here; an error must be the plain call's, with the
-/// output untouched.
-fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
-    use ndgather::{Cast, Scalar};
-    let w = call.data.itemsize;
-    let from = match w {
-        1 => Scalar::I8,
-        2 => Scalar::I16,
-        4 => Scalar::I32,
-        8 => Scalar::I64,
-        _ => return,
-    };
-    let to = if w == 8 { Scalar::F64 } else { Scalar::I64 };
-    let cast = Cast::new(from, false, to, false).expect("a widening cast");
-    let widen = |b: &[u8]| -> [u8; 8] {
-        let mut v = [0u8; 8];
-        v[..w].copy_from_slice(b);
-        let x = i64::from_ne_bytes(v) << (64 - 8 * w) >> (64 - 8 * w); // sign-extended
-        if w == 8 {
-            (x as f64).to_ne_bytes()
-        } else {
-            x.to_ne_bytes()
+/// A widening conversion (`dtype=`) the oracle replays a call with, and
+/// its reference: one element of `from` bytes to the bytes of `to`,
+/// worked out here from the formats, sharing no code with the core.
+pub(crate) struct Widening {
+    pub(crate) cast: ndgather::Cast,
+    to: usize,
+    one: OneElement,
+}
+
+/// One element's bytes converted.
+type OneElement = fn(&[u8]) -> Vec<u8>;
+
+impl Widening {
+    /// The conversion for `call`'s element width: signed integers to
+    /// `int64` or (1 byte) `float32`, 2-byte elements also as float16 or
+    /// bfloat16 to `float32`, 8-byte integers to `float64`; which one
+    /// depends on the call's geometry, so that the inputs take them all.
+    pub(crate) fn of(call: &Call) -> Option<Widening> {
+        use ndgather::{Cast, Scalar};
+        let pick = call.data.shape.len() + call.indices.shape.len() + call.threads;
+        let (from, to, one): (Scalar, Scalar, OneElement) =
+            match (call.data.itemsize, pick % 3) {
+                (1, 0) => (Scalar::I8, Scalar::F32, |b| (b[0] as i8 as f32).to_ne_bytes().to_vec()),
+                (1, _) => (Scalar::I8, Scalar::I64, |b| i64::from(b[0] as i8).to_ne_bytes().to_vec()),
+                (2, 0) => (Scalar::F16, Scalar::F32, |b| f16_to_f32(u16::from_ne_bytes([b[0], b[1]]))),
+                (2, 1) => (Scalar::BF16, Scalar::F32, |b| {
+                    (u32::from(u16::from_ne_bytes([b[0], b[1]])) << 16).to_ne_bytes().to_vec()
+                }),
+                (2, _) => (Scalar::I16, Scalar::I64, |b| {
+                    i64::from(i16::from_ne_bytes([b[0], b[1]])).to_ne_bytes().to_vec()
+                }),
+                (4, _) => (Scalar::I32, Scalar::I64, |b| {
+                    i64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).to_ne_bytes().to_vec()
+                }),
+                (8, _) => (Scalar::I64, Scalar::F64, |b| {
+                    let mut v = [0u8; 8];
+                    v.copy_from_slice(b);
+                    (i64::from_ne_bytes(v) as f64).to_ne_bytes().to_vec()
+                }),
+                _ => return None,
+            };
+        let cast = Cast::new(from, false, to, false).expect("a widening cast");
+        Some(Widening { cast, to: to.size(), one })
+    }
+
+    /// The plain result's bytes, converted.
+    pub(crate) fn convert(&self, bytes: &[u8], from: usize) -> Vec<u8> {
+        let out: Vec<u8> = bytes.chunks_exact(from).flat_map(self.one).collect();
+        debug_assert_eq!(out.len(), bytes.len() / from * self.to);
+        out
+    }
+}
+
+/// The bits of an IEEE binary16 value as binary32, from the formats: every
+/// float16 is a float32 exactly, and a NaN keeps its payload (the widening
+/// NumPy makes on x86-64).
+fn f16_to_f32(h: u16) -> Vec<u8> {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    let bits = match exp {
+        0x1f => sign | 0x7f80_0000 | (man << 13),
+        0 => {
+            // Subnormal or zero: man * 2^-24, exact in binary32.
+            let v = man as f32 * f32::from_bits(0x3380_0000);
+            sign | v.to_bits()
         }
+        _ => sign | ((exp + 127 - 15) << 23) | (man << 13),
     };
-    let plan = match plan.clone().with_cast(cast) {
+    bits.to_ne_bytes().to_vec()
+}
+
+/// The same call gathering into a wider type (`dtype=`, see [`Widening`]),
+/// on the one-shot path: checked against the reference's bytes converted
+/// here; an error must be the plain call's, with the output untouched.
+fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
+    let Some(widening) = Widening::of(call) else {
+        return;
+    };
+    let plan = match plan.clone().with_cast(widening.cast) {
         Ok(plan) => plan,
-        // A slice whose bytes, widened to 8 a element, would pass
-        // `isize::MAX` (raw views of huge broadcast axes reach it): refusing
-        // it is the documented answer.
+        // A slice whose bytes, widened, would pass `isize::MAX` (raw views
+        // of huge broadcast axes reach it): refusing it is the documented
+        // answer.
         Err(GatherError::Overflow(_)) => return,
         Err(e) => panic!("cast: planning the conversion failed: {e:?}"),
     };
@@ -459,8 +511,8 @@ fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
     let got = plan.execute(call.mode, &mut out, call.validation, call.threads);
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
-            let want: Vec<u8> = want.chunks_exact(w).flat_map(widen).collect();
-            assert!(out == want, "cast {from:?} -> {to:?}: wrong bytes");
+            let want = widening.convert(want, call.data.itemsize);
+            assert!(out == want, "cast {:?}: wrong bytes", widening.cast);
         }
         (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(*got, *want, "cast: the error names another index");
@@ -570,6 +622,16 @@ fn check_prepared(call: &Call, op: Op, expected: &Expected) {
                 .execute(&mut out, call.threads)
                 .expect("a prepared call cannot fail");
             assert!(out == *want, "prepared: wrong bytes");
+            if let Some(widening) = Widening::of(call) {
+                let Ok(cast) = p.bind(dv).expect("bound above").with_cast(widening.cast) else {
+                    return; // too large once widened, as the one-shot cast
+                };
+                let mut out = vec![UNTOUCHED; cast.out_bytes()];
+                cast.execute(&mut out, call.threads)
+                    .expect("a prepared call cannot fail");
+                let want = widening.convert(want, call.data.itemsize);
+                assert!(out == want, "prepared cast {:?}: wrong bytes", widening.cast);
+            }
         }
         (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(*got, *want, "prepared: the error names another index");
