@@ -138,37 +138,24 @@ def gather_block_quantized(
         z = np.asarray(z, order="C").view(np.uint8)
     if s.shape != full:
         s = np.broadcast_to(s, full)  # only float codes broadcast
-    if mode == "raise":
-        _raise_first_out_of_range(i, shape[g], g, d.shape)
     values = None
     if is_float:
         values = np.arange(256, dtype=np.uint8).view(d.dtype).astype(np.float32)
-    result: Array = _core.gather_block_quantized(
-        np.asarray(d, order="C").view(np.uint8),
-        shape,
-        "table" if is_float else ("packed" if codes == "uint8" else codes),
-        bits,
-        values,
-        _native(i),
-        _native(s),
-        z,
-        g,
-        q,
-        effective,
-    )
+    try:
+        result: Array = _core.gather_block_quantized(
+            np.asarray(d, order="C").view(np.uint8),
+            shape,
+            "table" if is_float else ("packed" if codes == "uint8" else codes),
+            bits,
+            values,
+            _native(i),
+            _native(s),
+            z,
+            g,
+            q,
+            effective,
+            mode,
+        )
+    except IndexError as e:  # mode="raise": the one-shot gather's error, behind OP's name
+        raise _opset._renamed(OP, e) from None
     return result
-
-
-def _raise_first_out_of_range(
-    indices: Array, size: int, axis: int, data_shape: tuple[int, ...]
-) -> None:
-    """``mode="raise"``: the ``GatherIndexError`` of the first index in C order outside
-    ``[-size, size)``, worded as every other gather's, behind the operator's name."""
-    bad = (indices < -size) | (indices >= size)
-    if not bad.any():
-        return
-    position = tuple(int(p) for p in np.unravel_index(int(np.argmax(bad)), indices.shape))
-    error = _core.out_of_range_error(
-        int(indices[position]), list(position), None, axis, size, list(data_shape), True
-    )
-    raise _opset._renamed(OP, error)

@@ -4,8 +4,6 @@ from typing import Any, Literal, SupportsIndex, final
 import numpy as np
 import numpy.typing as npt
 
-from ndgather._errors import GatherIndexError
-
 __version__: str
 MAX_THREADS: int
 IDLE_RELEASE_SECONDS: float
@@ -52,15 +50,6 @@ def set_pool_limit(nbytes: SupportsIndex) -> None: ...
 def get_pool_limit() -> int: ...
 def pool_bytes() -> int: ...
 def release_pool() -> int: ...
-def out_of_range_error(
-    value: int,
-    position: Sequence[int],
-    index_tuple: Sequence[int] | None,
-    axis: int,
-    axis_size: int,
-    data_shape: Sequence[int],
-    negatives_allowed: bool,
-) -> GatherIndexError: ...
 def prepare_gather_nd(
     shape: Sequence[SupportsIndex],
     indices: npt.ArrayLike,
@@ -109,6 +98,7 @@ def gather_block_quantized(
     gather_axis: int,
     quantize_axis: int,
     block_size: int,
+    mode: str,
 ) -> np.ndarray[Any, Any]: ...
 def _gather_layout(
     data_shape: Sequence[int],

@@ -7,12 +7,13 @@
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
+use super::args::mode_arg;
 use super::arrays::{bytes_mut, new_output, view};
 use super::detach::run_detached;
 use crate::quantized::{
     block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
 };
-use crate::{num_threads, GatherError};
+use crate::{num_threads, GatherError, IndexType};
 
 /// The bytes of a C-contiguous array.
 fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {
@@ -32,7 +33,9 @@ fn type_error(msg: String) -> PyErr {
 /// ``"packed"`` (``bits`` per code, uint8), ``"int4"``, ``"uint4"`` (a code
 /// per byte) or ``"table"`` (a code per byte, valued by the 256 float32
 /// ``values``); ``scales``: float32, float16 or bfloat16, C-contiguous, the
-/// output's dtype; ``zero_points``: stored as the codes, or None.
+/// output's dtype; ``zero_points``: stored as the codes, or None;
+/// ``mode``: ``"zero"`` (an index out of range is a zero row) or
+/// ``"raise"`` (the one-shot gather's `GatherIndexError`).
 #[pyfunction(name = "gather_block_quantized")]
 #[allow(clippy::too_many_arguments)] // one per input and attribute of the operator
 pub(crate) fn gather_block_quantized_py<'py>(
@@ -48,7 +51,9 @@ pub(crate) fn gather_block_quantized_py<'py>(
     gather_axis: usize,
     quantize_axis: usize,
     block_size: usize,
+    mode: &str,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let mode = mode_arg(mode)?;
     // Every dtype is read before any buffer: naming a dtype (`str` of an
     // extension dtype) runs NumPy's Python code.
     let sdtype = scales.dtype();
@@ -86,13 +91,13 @@ pub(crate) fn gather_block_quantized_py<'py>(
     };
     let idtype = indices.dtype();
     let ibytes = contiguous(indices, "indices")?;
-    let idx = match (
+    let (idx, ty) = match (
         idtype.kind(),
         idtype.itemsize(),
         idtype.is_native_byteorder(),
     ) {
-        (b'i', 4, Some(true)) => Indices::I32(ibytes),
-        (b'i', 8, Some(true)) => Indices::I64(ibytes),
+        (b'i', 4, Some(true)) => (Indices::I32(ibytes), IndexType::I32),
+        (b'i', 8, Some(true)) => (Indices::I64(ibytes), IndexType::I64),
         _ => {
             return Err(type_error(format!(
                 "indices of dtype {idtype} are not supported"
@@ -112,7 +117,17 @@ pub(crate) fn gather_block_quantized_py<'py>(
         quantize_axis,
         block_size,
     };
-    let out_shape = block_quantized_out_shape(&shape, gather_axis, indices.shape());
+    // The shape and, with mode "raise", the indices checked as a one-shot
+    // Gather along the gather axis of data as stored checks them.
+    let out_shape = block_quantized_out_shape(
+        data.shape(),
+        &shape,
+        gather_axis,
+        view(indices)?,
+        ty,
+        mode,
+        num_threads(),
+    )?;
     let n_bytes = out_shape
         .iter()
         .try_fold(sdtype.itemsize(), |a, &d| a.checked_mul(d))

@@ -353,34 +353,6 @@ fn release_pool_py(py: Python<'_>) -> usize {
     py.detach(crate::pool::release)
 }
 
-/// The `GatherIndexError` for these parts, with the core's message: how
-/// an opset wrapper whose operator the core does not run itself
-/// (GatherBlockQuantized with `mode="raise"`) names an index, with no
-/// message made in Python.
-#[pyfunction(name = "out_of_range_error")]
-#[allow(clippy::too_many_arguments)] // one per part of the message
-fn out_of_range_error_py<'py>(
-    py: Python<'py>,
-    value: i128,
-    position: Vec<usize>,
-    index_tuple: Option<Vec<i128>>,
-    axis: usize,
-    axis_size: usize,
-    data_shape: Vec<usize>,
-    negatives_allowed: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let e = crate::OutOfRange {
-        value,
-        position,
-        tuple: index_tuple,
-        axis,
-        axis_size,
-        data_shape,
-        negatives_allowed,
-    };
-    errors::index_error(py, &e)
-}
-
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // PyO3's trampoline (panics to exceptions) around each fast parser.
@@ -410,7 +382,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_pool_limit_py, m)?)?;
     m.add_function(wrap_pyfunction!(pool_bytes_py, m)?)?;
     m.add_function(wrap_pyfunction!(release_pool_py, m)?)?;
-    m.add_function(wrap_pyfunction!(out_of_range_error_py, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_gather_nd_py, m)?)?;
     m.add_function(wrap_pyfunction!(prepare_gather_py, m)?)?;
     m.add_function(wrap_pyfunction!(prepared::prepared_from_state, m)?)?;

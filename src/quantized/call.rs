@@ -5,21 +5,53 @@ use super::fill::run;
 use super::geometry::{check_scales_and_zero_points, invalid, too_large, Geometry};
 use super::{BlockQuantized, Indices, ScaleType};
 use crate::error::Result;
+use crate::index::IndexType;
+use crate::layout::ArrayView;
+use crate::mode::Mode;
+use crate::plan::{plan_op, Operator};
 use crate::real::{BF16, F16, F32};
+use crate::stand_in::stand_in;
 
-/// The shape of the result: `shape[..g] + indices_shape + shape[g + 1..]`.
+/// The shape of the result for `indices` (of type `ty`) on data stored as
+/// `stored` (of logical shape `shape`: packed codes hold several elements a
+/// byte along the last axis), planned as the one-shot Gather along
+/// `gather_axis` plans it (`shape[..g] + indices.shape + shape[g + 1..]`),
+/// with its errors; with `mode` [`Mode::Raise`], after checking every index
+/// against `[-s, s)`: the one-shot gather's `IndexOutOfRange` for the
+/// first in C order that is not, naming `stored` (the operator itself reads
+/// such an index as a zero row).
 pub fn block_quantized_out_shape(
+    stored: &[usize],
     shape: &[usize],
     gather_axis: usize,
-    indices_shape: &[usize],
-) -> Vec<usize> {
-    let g = gather_axis.min(shape.len());
-    let mut out = shape[..g].to_vec();
-    out.extend_from_slice(indices_shape);
-    if g < shape.len() {
-        out.extend_from_slice(&shape[g + 1..]);
+    indices: ArrayView<'_>,
+    ty: IndexType,
+    mode: Mode,
+    threads: usize,
+) -> Result<Vec<usize>> {
+    if stored.len() != shape.len() || stored.get(gather_axis) != shape.get(gather_axis) {
+        return Err(invalid(
+            "data's stored and logical shapes differ on more than the packed axis".into(),
+        ));
     }
-    out
+    let zeros = vec![0isize; stored.len()];
+    let data = stand_in(stored, &zeros, 1);
+    let axis =
+        i64::try_from(gather_axis).map_err(|_| invalid("gather_axis is too large".into()))?;
+    let op = Operator::Gather {
+        axis,
+        batch_dims: 0,
+    };
+    let plan = plan_op(op, data, indices, ty, None)?;
+    if mode == Mode::Raise {
+        plan.validate(Mode::Raise, threads)?;
+    }
+    // The axes after the gathered one as the operator counts them.
+    let after = &shape[gather_axis + 1..];
+    let mut out = plan.out_shape().to_vec();
+    out.truncate(out.len() - after.len());
+    out.extend_from_slice(after);
+    Ok(out)
 }
 
 /// Gathers the slices of `q`'s data that `indices` select along the gather
