@@ -316,11 +316,8 @@ fn f16_to_f32_bits(h: u16) -> u32 {
 /// F16C instruction (`vcvtph2ps`, exact), which differs from NumPy in one
 /// thing: it quiets a signalling NaN. Sixteen inputs are first tested for
 /// one (a single compare pair and `vptest`: real tables hold none), and only
-/// then are those lanes given the quiet bit back off. Measured on the
-/// 2-core EPYC VM: 3x faster than the scalar loop compiled for AVX2, which
-/// the compiler does not vectorise well; testing sixteen at once before
-/// fixing any took a one-thread gather of 512 cached float16 rows of 128
-/// into float32 from 14-15 us to 8-10 us (a float32 table's: 7-9 us).
+/// then are those lanes given the quiet bit back off (the scalar loop
+/// compiled for AVX2 is not vectorised well).
 ///
 /// # Safety
 /// As for [`Cast::run`], on a CPU with AVX2 and F16C.

@@ -118,10 +118,9 @@ impl Plan<'_> {
     /// computes the offsets of a share of rows each, the second copies a
     /// share each once every offset is known, and copies nothing if an
     /// index was bad. (Two teams, one a phase, cost the calls this path
-    /// serves a second wake-up of the helpers: with the offsets on the
-    /// calling thread alone, `out=` with `mode="raise"` took 1.2-1.5x the
-    /// time of `mode="clip"` on two threads, on `ov_gnd8_xml1` and
-    /// `ov_gnd8_xml3`.)
+    /// serves a second wake-up of the helpers, and the offsets on the
+    /// calling thread alone made `out=` with `mode="raise"` much slower than
+    /// `mode="clip"` on two threads.)
     fn offsets_then_copy(
         &self,
         mode: Mode,

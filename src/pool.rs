@@ -34,11 +34,9 @@ pub(crate) const DEFAULT_POOL_BYTES: usize = 1 << 30;
 
 /// How long a freed buffer waits for reuse before it goes back to the
 /// system. Long enough for a process that makes a large result every few
-/// seconds to keep its buffer: with 5 s, the interleaved benchmark, whose
-/// rounds took up to 5 s on a loaded 2-core machine, lost its buffer between
-/// rounds and paid the page faults again (rows_1m_f64 1.7x slower); short
-/// enough that a process that stopped making large results gives the memory
-/// back soon after.
+/// seconds to keep its buffer (the interleaved benchmark's rounds take up
+/// to 5 s on a loaded machine); short enough that a process that stopped
+/// making large results gives the memory back soon after.
 #[cfg(not(test))]
 pub(crate) const IDLE_RELEASE: Duration = Duration::from_secs(10);
 /// The same, short, so that the unit test of idle release is quick.

@@ -1,15 +1,11 @@
 //! The service path: whole rows of a table, by a short list of ids, with no
 //! plan. A Python service gathers a request's few ids from a large table
 //! on every call; for 1 to a few hundred rows, planning the general walk
-//! costs more than the copy (about 1,700 instructions of a 4,400-instruction
-//! call of one row, by callgrind), and the rows' cache misses, taken one
-//! after the other, cost more than both. Here the ids are resolved into a
-//! small array on the stack while every row is requested into L2, then the
-//! rows are copied: all their misses are in flight at once. (In-process A/B
-//! on the 2-core EPYC VM, against `ndarray.take` from a 512 MiB table, six
-//! runs: 64 ids of 512 bytes took 0.45-0.49x take's time this way, 0.76-0.81x
-//! with the general kernel's prefetch of a few rows ahead into L1, 0.57-0.67x
-//! twice as far ahead into L2; 8 ids 0.57-0.82x against 0.90.)
+//! costs more than the copy, and the rows' cache misses, taken one after
+//! the other, cost more than both. Here the ids are resolved into a small
+//! array on the stack while every row is requested into L2, then the rows
+//! are copied: all their misses are in flight at once (tuning log:
+//! `rows`).
 //!
 //! Only the plain case is taken: the table's rows contiguous, the ids
 //! `i32` or `i64` counting from the end when negative (what
@@ -35,14 +31,7 @@ pub const MAX_ROW_IDS: usize = 512;
 /// At most this many bytes of rows are read by the row path: every line
 /// of them is requested before any is copied, and beyond about 2,048 lines
 /// the requests outrun what the core tracks, so that the general kernel's
-/// prefetch a fixed distance ahead does better. Measured on the 2-core EPYC
-/// VM (in-process, the two settings alternating, 15 rounds, fresh random
-/// rows of 128-512 MiB tables), this path against the general one: 128 and
-/// 256 rows of 512 bytes 0.52-0.78x the time, 256 of 256 bytes 0.76-0.80x,
-/// 512 int8 and bfloat16 rows widened to float32 (64 and 128 KiB read)
-/// 0.71-0.87x, 512 rows of 128 bytes 0.87-0.96x; over the bound it lost:
-/// 768 bfloat16 rows 1.6x, 1,024 rows of 128 bytes 1.4x, 512 of 512 bytes
-/// even.
+/// prefetch a fixed distance ahead does better.
 pub const MAX_ROW_BYTES: usize = 128 * 1024;
 
 /// Index types the row path reads: NumPy's default integers.
@@ -93,8 +82,7 @@ pub struct RowTable<'a> {
 /// one after the other, as many for each; a row is the slice its tuple
 /// names in its batch's block (with one batch and one axis, rows by ids).
 /// Short lists of points, rows or slices, as a service's request names
-/// them, skip the plan (by callgrind, a 2x2 GatherND by two pairs: 5,700
-/// instructions a call planned, see `python::rows`).
+/// them, skip the plan.
 ///
 /// In two steps: every id is read and checked, and its row requested, on
 /// the calling thread; then `run` is handed the copy, which reads only
@@ -118,15 +106,9 @@ pub fn take_tuples_in<I: RowId>(
     let Some(cast) = cast else {
         // The common widths as constants: the copy of a row becomes a few
         // vector moves instead of a call to `memcpy`, and the prefetch of
-        // its lines straight-line code. By callgrind, 8 ids of 128-byte
-        // rows into a new array: the binding's row path
-        // (`python::rows::take`) 1,004 instructions a call before, 691
-        // after; the whole call 2,596 before, 2,284 after (with `out=`:
-        // 2,374 and 2,062).
-        //
-        // Other widths up to 64 bytes (a GatherND slice of 3 or 15
-        // elements) are two overlapping moves, where `memcpy` cost a
-        // 12-byte row about 30 instructions of call and dispatch.
+        // its lines straight-line code. Other widths up to 64 bytes (a
+        // GatherND slice of 3 or 15 elements) are two overlapping moves,
+        // cheaper than `memcpy`'s call and dispatch.
         let copy = |src: &[u8], dst: &mut [u8]| dst.copy_from_slice(src);
         let small = |src: &[u8], dst: &mut [u8]| {
             debug_assert!(src.len() == dst.len() && src.len() <= 64);
@@ -217,8 +199,7 @@ impl<'a, I: RowId> Rows<'a, I> {
     ) -> Result<(), Declined> {
         // A function, not a closure, so that it is inlined at each of its
         // calls with `row_bytes` a constant: a closure called twice was
-        // not, and its prefetch of a row's lines became a loop (by
-        // callgrind, 35 instructions a row more on 512-byte rows).
+        // not, and its prefetch of a row's lines became a loop.
         #[inline(always)]
         fn request(table: &[u8], row_bytes: usize, row: usize, offsets: &mut Offsets) {
             // The row is in the table (`Rows::new`), so the product is
@@ -232,8 +213,8 @@ impl<'a, I: RowId> Rows<'a, I> {
         }
         // Row-major over `dims`, a row lies below their product, the rows
         // of a block; the blocks' rows add up to the table's, so nothing
-        // overflows. Ids and pairs (points) have loops of their own: the
-        // walk over a tuple's axes cost a pair about 20 instructions more.
+        // overflows. Ids and pairs (points) have loops of their own,
+        // cheaper than the walk over a tuple's axes.
         let k = self.dims.len();
         for (batch, ids) in self.ids.chunks_exact(self.per_batch * k).enumerate() {
             let base = batch * self.block_rows;
@@ -268,7 +249,7 @@ impl<'a, I: RowId> Rows<'a, I> {
 /// The rows' byte offsets, at most [`MAX_ROW_IDS`], on the stack and left
 /// uninitialised until written: zeroing 4 KiB would cost a one-row call
 /// more than its copy, and a growable `SmallVec`'s push was not inlined
-/// in the loops over tuples (15 instructions a row).
+/// in the loops over tuples.
 struct Offsets {
     at: [MaybeUninit<usize>; MAX_ROW_IDS],
     len: usize,

@@ -1,9 +1,9 @@
 //! A copy of an index array and a digest of its bytes, made in one pass on
 //! the worker threads. `ndgather.dask` keeps such a copy of in-memory
 //! indices (the caller may write to theirs after the call) and names its
-//! graph by the digest: copying and hashing 2M points (32 MB) with NumPy
-//! and dask's `tokenize` took about 5.5 ms on one thread, most of it
-//! faulting in the copy's pages and reading the bytes twice.
+//! graph by the digest: copying and hashing with NumPy and dask's
+//! `tokenize` spent most of its time faulting in the copy's pages and
+//! reading the bytes twice.
 //!
 //! The digest is XXH64 (the published algorithm) of each [`PART`] of the
 //! bytes, seeded with the part's number, then XXH64 of those digests in

@@ -352,16 +352,9 @@ impl Shared {
 /// How long the caller waits awake for helpers still inside a task before
 /// it sleeps. A helper that woke late is usually in its last task when the
 /// caller runs out of them; had the caller slept, the helper's wake-up call
-/// would have cost it a wake-up, tens of microseconds on a VM. Measured on
-/// the 2-core EPYC VM (in-process, spinning or not alternating, 15 rounds,
-/// medians): 3,125 slices of 60 bytes (`ov_gnd8_xml1`) 0.59-0.72x the time,
-/// 1,024 and 4,096 fresh random rows of 512 bytes 0.72x and 0.93x; 2M
-/// points, 1M rows and the batch_dims case within 0.97-1.03x. Before, two
-/// threads took 1.6x the time of one on `ov_gnd8_xml1`; now 0.66x. The
-/// wait yields the core between looks (`sched_yield`): against spinning in
-/// place 1.00-1.03x on those cases (in-process, alternating), and no
-/// different in `make bench-dask`, where two dask threads make split calls
-/// on two cores.
+/// would have cost it a wake-up, tens of microseconds on a VM. The wait
+/// yields the core between looks (`sched_yield`), so that a dask thread on
+/// the other core is not starved.
 const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The caller's handle on the helpers: dropping it (normally or while

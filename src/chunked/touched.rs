@@ -154,8 +154,7 @@ pub fn touched_chunks(
             (seen, false)
         };
         // Long index lists are scanned in parts on the worker threads, each
-        // part into a set of its own, merged after (2M points in 4 blocks:
-        // 25 ms on one thread, by benches/dask_gather.py's case).
+        // part into a set of its own, merged after.
         if threads <= 1 || n < SCAN_PARALLEL_MIN {
             scan(0, n)
         } else {

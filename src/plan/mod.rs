@@ -97,10 +97,8 @@ pub struct Plan<'a> {
 }
 
 /// Contiguous slices shorter than this are written with ordinary stores
-/// even into a huge output. Measured on the 2-core EPYC VM (interleaved,
-/// `benches/compare.py` cases): non-temporal stores made 64-byte rows
-/// 25-40% slower (rows_1m_u8, gather_batch), were even at 256 bytes and
-/// won from 512 bytes on (gather_axis0, tokens_b1, slices_128k).
+/// even into a huge output: a short row's non-temporal stores fill no
+/// whole line at once.
 const STREAM_MIN_SLICE_BYTES: usize = 256;
 
 /// Whether a plan writes its output with non-temporal stores.

@@ -142,8 +142,7 @@ pub(crate) fn result_dtype<'py>(
 /// The last conversion [`Target::cast_from`] chose that may be reused: a
 /// service asks for the same `dtype=` of the same table on every call, and
 /// converting `dtype` to a descriptor and choosing the loop again cost a
-/// one-row call about 490 instructions (by callgrind: 2,743 with them,
-/// 2,254 without), a sixth of its time. The objects are held, so that no
+/// one-row call a sixth of its time. The objects are held, so that no
 /// address can be reused by another object while remembered.
 struct Last {
     /// The `dtype=` argument, data's dtype and the descriptor the argument

@@ -146,12 +146,8 @@ pub(crate) fn try_take_rows<'py>(
 /// Whether a row-path call of `count` rows of `out_row` output bytes is
 /// better split over threads by the general path, which this path never
 /// does. Only a `dtype=` cast writes that much within the row path's
-/// bounds (its rows read stay under 128 KiB). Measured on the 2-core EPYC
-/// VM (in-process, this path and the general one alternating, 15 rounds,
-/// fresh random rows, two threads): 384 rows of 128 float16 or bfloat16
-/// widened to float32 (cost 270 KiB in the general path's units: output
-/// bytes and 192 a row) took 1.16-1.22x the time split, 512 of them (360
-/// KiB) 0.76-0.88x; 512 int8 rows 0.92x and 1.21x (new array and `out`).
+/// bounds (its rows read stay under 128 KiB); the bound is the cost (in
+/// the split's units) from which the split won (tuning log: `split_pays`).
 fn split_pays(count: usize, out_row: usize) -> bool {
     const SPLIT_FROM_COST: usize = 320 * 1024;
     count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST)) >= SPLIT_FROM_COST

@@ -130,12 +130,7 @@ impl<'p> Flat<'p> {
     /// random rows: the rows' sources are found [`CHUNK`] at a time, each
     /// requested into L2 as it is found, and the copy follows `ahead` rows
     /// behind, so that many rows are always on their way (see
-    /// `copy::prefetch` for why L2). In-process A/B, 512k random points of
-    /// 16 chunks of 1024x1024 float32: the sources of 256 rows found and
-    /// requested into L1, then copied, 7.4-8.3 ms on one thread and 4.2 ms
-    /// on two; into L2, 4.4-6.8 ms and 2.6-3.1 ms; this loop 4.2-4.6 ms and
-    /// 2.7-3.0 ms (the one-shot gather of the whole array: 3.4-3.9 ms and
-    /// 2.1-2.6 ms).
+    /// `hints::line` for why L2).
     fn copy_k<
         T: IndexElem,
         const K: usize,
@@ -219,7 +214,7 @@ impl<'p> Flat<'p> {
 /// Copies rows `rows` (of `width` bytes) from their sources in `ring` (as
 /// `Flat::copy_k` found them: null for a zero-filled row) into `out`, with
 /// non-temporal stores if `STREAM`. A separate loop for each kind of store:
-/// a test of the kind in the loop made 512k points take 1.5x the time.
+/// a test of the kind in the loop cost the copy of points dearly.
 #[inline(always)]
 fn copy_out<const STREAM: bool>(
     ring: &[*const u8; RING],

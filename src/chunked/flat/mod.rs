@@ -6,12 +6,8 @@
 //! small table of buckets (and a compare, for chunks that do not start at
 //! multiples of a common power of two), and a chunk's address is one base
 //! and its strides: each row costs a few loads and multiplies, in the scan
-//! that finds the touched chunks as in the gather.
-//!
-//! By callgrind, 2-D points cost 323 instructions a row in the general walk
-//! (`Walk::copy`), against 9 in the one-shot gather; a first flat walk with
-//! the tuple length as a run-time value still took about twice the one-shot
-//! gather's time.
+//! that finds the touched chunks as in the gather, where the general walk
+//! (`Walk::copy`) pays for its generality on every row.
 
 use super::grid::{Bounds, TABLE_MAX};
 use crate::index::IndexElem;
@@ -97,7 +93,7 @@ struct Lookup {
 impl Lookup {
     /// What the chunk of position `p` adds to the chunk's number; `EXACT`
     /// if the axis has `ids` (every axis of a loop that has no buckets
-    /// compiles without them: their test cost the scan 1.4x).
+    /// compiles without them: their test cost the scan).
     ///
     /// # Safety
     /// `p < self.size`, the axis it was made from is alive, and has `ids`
@@ -152,8 +148,8 @@ pub(super) fn tuple_axes(
             .min(usize::BITS - 2);
         let count = size.div_ceil(1 << aligned);
         if count <= TABLE_MAX {
-            // Chunk by chunk, the buckets its positions start (in one pass:
-            // a search per bucket cost 150-360 us a call on 31-62k buckets).
+            // Chunk by chunk, the buckets its positions start, in one pass
+            // (a search per bucket was slow on tens of thousands of them).
             let mut ids = vec![0u32; count];
             for (c, w) in st.windows(2).enumerate().filter(|(_, w)| w[1] > w[0]) {
                 ids[w[0] >> aligned..w[1].div_ceil(1 << aligned)].fill(id(c));
