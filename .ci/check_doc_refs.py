@@ -16,7 +16,8 @@ strings and comments of python/ndgather/__main__.py and benches/*.py. Recognised
   not in prose, where "make" is English): a target of the Makefile.
 
 And one rule of the Makefile's own: every target .ci/run makes is either run by ``make check``
-or named in the comment above it (so that "check" says what it leaves out of CI).
+or named in the comment above it (so that "check" says what it leaves out of CI); and one of
+docs/architecture.md's: it names every file of src/, python/, benches/ and tests/.
 
 The script tests itself first (it must find planted broken references), then the tree; exit
 status 1 on any broken reference. ``--self-test`` runs the self-test alone.
@@ -234,6 +235,26 @@ def check_ci_is_in_check(tree: Tree) -> list[Broken]:
     return found
 
 
+#: The folders whose every file docs/architecture.md names.
+NAMED_FOLDERS = ("src/", "python/", "benches/", "tests/")
+
+
+def check_architecture_names(tree: Tree) -> list[Broken]:
+    """Every file of the source folders is named (by its file name) in docs/architecture.md."""
+    page = tree.root / "docs" / "architecture.md"
+    if not page.exists():
+        return []
+    text = page.read_text(encoding="utf-8")
+    return [
+        Broken("docs/architecture.md", 1, f, "a file of the tree the page does not name")
+        for f in sorted(tree.files)
+        if f.startswith(NAMED_FOLDERS)
+        and Path(f).name not in (".gitignore",)
+        and not f.endswith(".so")
+        and Path(f).name not in text
+    ]
+
+
 def check_tree(tree: Tree) -> list[Broken]:
     """Every broken reference in the docs of ``tree``."""
     root = tree.root
@@ -253,7 +274,7 @@ def check_tree(tree: Tree) -> list[Broken]:
             where = str(py.relative_to(root))
             parts = _strings_and_comments(py.read_text(encoding="utf-8"))
             found += check_text(tree, where, parts, bare_dir=str(py.parent.relative_to(root)))
-    return found + check_ci_is_in_check(tree)
+    return found + check_ci_is_in_check(tree) + check_architecture_names(tree)
 
 
 # --------------------------------------------------------------------------- self-test
