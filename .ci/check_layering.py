@@ -9,9 +9,9 @@ The rule, read from the ```layers block of docs/architecture.md (top line first)
 - every module of src/ falls under some line.
 
 A module is a file of src/ (`mod.rs` is its folder, `lib.rs` the crate root); test files
-(`*_tests.rs`, `test_*.rs`, inline `#[cfg(test)] mod tests`) are left out. Uses are `use` declarations and
-paths in the code (`crate::a::b`, `super::c`); a name the crate root re-exports counts as a
-use of the module that defines it. Exits 1 with each violation listed.
+(`*_tests.rs`, `test_*.rs`, inline `#[cfg(test)] mod tests`) are left out. Uses are `use`
+declarations and paths in the code (`crate::a::b`, `super::c`); a name the crate root
+re-exports counts as a use of the module that defines it. Exits 1 with each violation listed.
 
 Run by `make lint`; `python .ci/check_layering.py --graph` prints the graph it checked.
 """
@@ -26,7 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 DOC = ROOT / "docs" / "architecture.md"
 
-ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:fn|struct|enum|const|static|type|trait)\s+(\w+)", re.M)
+ITEM = re.compile(
+    r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?"
+    r"(?:fn|struct|enum|const|static|type|trait)\s+(\w+)",
+    re.M,
+)
 
 
 def module_name(path: Path) -> str:
@@ -223,7 +227,9 @@ def main() -> int:
     for p in problems:
         print(f"check_layering: {p}", file=sys.stderr)
     if not problems:
-        print(f"layering: ok ({len(graph)} modules, {sum(map(len, graph.values()))} uses, no cycle)")
+        print(
+            f"layering: ok ({len(graph)} modules, {sum(map(len, graph.values()))} uses, no cycle)"
+        )
     return 1 if problems else 0
 
 
