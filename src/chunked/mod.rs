@@ -105,16 +105,13 @@ fn row_axes(plan: &Plan<'_>) -> (SmallVec<[RowAxis; 8]>, usize, usize) {
         index_stride: st[i],
         data_axis,
     };
+    let b = plan.batch_dims;
     if plan.is_nd {
-        // Tuple axes are b..b + k, so b is the first one.
-        let b = first;
         let rows = (0..is.len() - 1)
             .map(|i| axis(i, (i < b).then_some(i)))
             .collect();
         (rows, b, b + plan.tuple.len())
     } else {
-        // The output is ds[..a] + is[b..] + ds[a + 1..]: b from its rank.
-        let b = is.len() + ds.len() - 1 - plan.out_shape.len();
         let outer = (b..first).map(|i| RowAxis {
             size: ds[i],
             index_stride: 0,

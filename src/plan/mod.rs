@@ -82,6 +82,10 @@ pub struct Plan<'a> {
     pub(crate) slice: SliceLayout,
     pub(crate) slice_bytes: usize,
     pub(crate) is_nd: bool,
+    /// The number of batch axes, normalised (a negative `batch_dims`
+    /// counted from the end): the leading axes of `data` and `indices`
+    /// that are walked together.
+    pub(crate) batch_dims: usize,
     /// Whether the output is so much larger than the caches that rows are
     /// written with non-temporal stores (see `copy`).
     pub(crate) stream: bool,

@@ -144,6 +144,7 @@ fn plan_gather_nd_walking<'a>(
         tuple_stride: indices.strides[q - 1],
         slice: SliceLayout::new(&ds[b + k..], &strides[b + k..], data.itemsize),
         is_nd: true,
+        batch_dims: b,
     }))
 }
 
@@ -244,6 +245,7 @@ fn plan_gather_walking<'a>(
         tuple_stride: 0,
         slice: SliceLayout::new(&ds[a + 1..], &strides[a + 1..], data.itemsize),
         is_nd: false,
+        batch_dims: b,
     }))
 }
 
@@ -260,6 +262,7 @@ struct PlanParts<'a> {
     tuple_stride: isize,
     slice: SliceLayout,
     is_nd: bool,
+    batch_dims: usize,
 }
 
 /// Walks always have at least one axis, so the kernels can run along the
@@ -304,6 +307,7 @@ fn finish(p: PlanParts<'_>) -> Plan<'_> {
         slice: p.slice,
         slice_bytes,
         is_nd: p.is_nd,
+        batch_dims: p.batch_dims,
         prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
         wrap_negative: true,
         cast: None,
