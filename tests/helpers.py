@@ -1,5 +1,6 @@
 """What several test folders share: running code in a fresh interpreter, the memory helpers
-of the result-pool tests, and whether the suite runs under AddressSanitizer."""
+of the result-pool tests, whether the suite runs under AddressSanitizer, and tables of random
+values for the `dtype=` tests."""
 
 from __future__ import annotations
 
@@ -76,3 +77,16 @@ def make_and_free_large_results(count: int, rows: int) -> None:
         assert r[-1, -1] == 1.0
         del r
     gc.collect()
+
+
+def random_values(shape: tuple[int, ...], dtype: object, seed: int = 3) -> np.ndarray:
+    """Random values of ``dtype`` (float: normal, times 100, the first four inf, -inf, NaN and
+    -0.0; integer: the whole range, extremes included), for the `dtype=` tests."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)  # type: ignore[call-overload]
+    if dt.kind == "f":
+        raw = rng.standard_normal(shape) * 100
+        raw.flat[:4] = [np.inf, -np.inf, np.nan, -0.0][: raw.size]
+        return raw.astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dt)

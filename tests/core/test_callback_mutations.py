@@ -219,40 +219,19 @@ def test_chunked_gather_dtype_object_changes_a_chunk() -> None:
     # `_gather_chunks` resolves `out_dtype` before it converts any chunk: a chunk changed by
     # it is read as it is after.
     second = np.arange(8, 16, dtype=np.int32).reshape(4, 2)
+
+    def gather(first: np.ndarray[Any, Any], out_dtype: Any) -> np.ndarray[Any, Any]:
+        chunks = {(0, 0): first, (1, 0): second}
+        ids = np.array([[1], [6]])
+        return ndgather._core._gather_chunks(
+            chunks, [[4, 4], [2]], np.dtype(np.int32), ids, None, 0, "raise", out_dtype=out_dtype
+        )
+
     first = np.arange(8, dtype=np.int32).reshape(4, 2)
-    chunks = {(0, 0): first, (1, 0): second}
     with pytest.raises(ValueError, match=r"chunk \(0, 0\) has shape \(2, 4\)"):
-        ndgather._core._gather_chunks(
-            chunks,
-            [[4, 4], [2]],
-            np.dtype(np.int32),
-            np.array([[1], [6]]),
-            None,
-            0,
-            "raise",
-            out_dtype=DtypeThat(np.float64, set_shape(first, (2, 4))),
-        )
+        gather(first, DtypeThat(np.float64, set_shape(first, (2, 4))))
     first = np.arange(8, dtype=np.int32).reshape(4, 2)
-    chunks = {(0, 0): first, (1, 0): second}
     with pytest.raises(TypeError, match="a chunk has dtype float32"):
-        ndgather._core._gather_chunks(
-            chunks,
-            [[4, 4], [2]],
-            np.dtype(np.int32),
-            np.array([[1], [6]]),
-            None,
-            0,
-            "raise",
-            out_dtype=DtypeThat(np.float64, set_dtype(first, np.float32)),
-        )
-    got = ndgather._core._gather_chunks(
-        {(0, 0): np.arange(8, dtype=np.int32).reshape(4, 2), (1, 0): second},
-        [[4, 4], [2]],
-        np.dtype(np.int32),
-        np.array([[1], [6]]),
-        None,
-        0,
-        "raise",
-        out_dtype=np.float64,
-    )
+        gather(first, DtypeThat(np.float64, set_dtype(first, np.float32)))
+    got = gather(np.arange(8, dtype=np.int32).reshape(4, 2), np.float64)
     assert_same(got, np.arange(16, dtype=np.int32).reshape(8, 2)[[1, 6]].astype(np.float64))

@@ -15,6 +15,7 @@ from typing import Any
 import ndgather
 import numpy as np
 import pytest
+from helpers import random_values as values
 from hypothesis import given, settings
 from reference import assert_same, gather_nd_fancy, gather_take
 from test_properties import g_cases, nd_cases
@@ -404,17 +405,6 @@ CAST_PAIRS = [
     (">f2", "<f4"),  # byte-swapped data
     ("float32", "float32"),  # no conversion: the data's dtype kept
 ]
-
-
-def values(shape: tuple[int, ...], dtype: Any, seed: int = 3) -> Array:
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        raw = rng.standard_normal(shape) * 100
-        raw.flat[:4] = [np.inf, -np.inf, np.nan, -0.0][: raw.size]
-        return raw.astype(dt)
-    info = np.iinfo(dt)
-    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dt)
 
 
 @pytest.mark.parametrize("pair", CAST_PAIRS, ids=lambda p: f"{p[0]}-{p[1]}")

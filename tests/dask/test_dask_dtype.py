@@ -8,6 +8,7 @@ from typing import Any
 import ndgather
 import numpy as np
 import pytest
+from helpers import random_values as table
 from reference import assert_same
 
 da = pytest.importorskip("dask.array")
@@ -27,17 +28,6 @@ PAIRS = [
 def _sync_scheduler() -> Any:
     with dask.config.set(scheduler="sync"):
         yield
-
-
-def table(shape: tuple[int, ...], dtype: str) -> np.ndarray[Any, Any]:
-    rng = np.random.default_rng(5)
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        values = rng.standard_normal(shape) * 50
-        values.flat[:3] = [np.nan, -np.inf, -0.0]
-        return values.astype(dt)
-    info = np.iinfo(dt)
-    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dt)
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0]}-{p[1]}")
