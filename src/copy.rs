@@ -14,7 +14,7 @@ use crate::plan::Plan;
 /// The one loop of the contiguous copies: for the first `$count` rows, row
 /// `i`'s slice, at `src + offsets[i]`, is copied to `dst + i * width` by
 /// `$move` (called as `ptr::copy_nonoverlapping` is), or zero-filled; with
-/// `$pf` (a constant: [`NEAR`] or [`FAR`], see [`prefetch`]; the hint
+/// `$pf` (a constant: [`NEAR`] or [`FAR`], see [`prefetch_row`]; the hint
 /// must be known when the loop compiles, a test per row cost short calls
 /// 5-10%), the slices `$ahead` rows ahead are requested meanwhile, also
 /// those of the offsets past `$count` (the next block's first rows, which

@@ -1,6 +1,6 @@
 //! Half-width floats as bits: float16 and bfloat16 from and to `f32`,
 //! rounding as onnxruntime does (to nearest even), for the results of
-//! `dequantize`.
+//! `quantized`.
 
 /// `float16` bits to `f32`, exactly.
 pub(crate) fn f16_to_f32(h: u16) -> f32 {

@@ -1,5 +1,5 @@
 //! 4-bit codes dequantised 16 at a time with SSE2 (part of every x86-64
-//! CPU): the inner loop of `dequantize` for a 4-bit table read into float32
+//! CPU): the inner loop of `quantized` for a 4-bit table read into float32
 //! or float16. Lane by lane, the operations are the scalar code's,
 //! `f32(code - zero_point) * scale` and the same rounding to float16, so the
 //! bits are the same.

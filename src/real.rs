@@ -1,4 +1,4 @@
-//! The types `dequantize` reads scales in and writes results in (float32,
+//! The types `quantized` reads scales in and writes results in (float32,
 //! float16, bfloat16), as native-endian bytes: one value at a time, or 16
 //! 4-bit codes at once (SSE2 on x86-64, `nibbles`).
 

@@ -330,7 +330,7 @@ impl Walk<'_, '_> {
         // walks the rest whole, so every byte the copy reads from here lies
         // inside the chunk's bytes by the checked-view invariant (b).
         let src = chunk.view.first().wrapping_offset(at);
-        // Into L2, not L1, as `copy::prefetch` says.
+        // Into L2, not L1, as `hints::line` says.
         hints::lines(src, self.prefetch_bytes, true);
         Ok((src, k as u32))
     }

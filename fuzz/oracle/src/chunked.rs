@@ -110,36 +110,30 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
         chunks,
         itemsize: dv.itemsize,
     };
-    let mut out = vec![UNTOUCHED; layout.out_bytes];
-    let got = gather_chunks(
-        &grid,
-        iv,
-        call.index_type,
-        op,
-        call.mode,
-        None,
-        None,
-        &mut out,
-        call.threads,
-    );
+    // The chunked gather into a fresh output of `len` bytes, converting by `cast`.
+    let gather = |cast, len| {
+        let mut out = vec![UNTOUCHED; len];
+        let got = gather_chunks(
+            &grid,
+            iv,
+            call.index_type,
+            op,
+            call.mode,
+            None,
+            cast,
+            &mut out,
+            call.threads,
+        );
+        (out, got)
+    };
+    let (out, got) = gather(None, layout.out_bytes);
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
             assert!(out == *want, "chunked: wrong bytes (grid {:?})", grid.chunk_sizes);
             // And converting (`dtype=`), through the general chunked walk.
             if let Some(widening) = Widening::of(call) {
                 let want = widening.convert(want, dv.itemsize);
-                let mut out = vec![UNTOUCHED; want.len()];
-                let got = gather_chunks(
-                    &grid,
-                    iv,
-                    call.index_type,
-                    op,
-                    call.mode,
-                    None,
-                    Some(widening.cast),
-                    &mut out,
-                    call.threads,
-                );
+                let (out, got) = gather(Some(widening.cast), want.len());
                 if !matches!(got, Err(GatherError::Overflow(_))) {
                     got.expect("the chunked cast of a valid call");
                     assert!(out == want, "chunked cast {:?}: wrong bytes", widening.cast);

@@ -240,7 +240,7 @@ fn copy_out<const STREAM: bool>(
 }
 
 /// The cache lines a row of `width` bytes is requested on (see
-/// `copy::prefetch`: at most 1 KiB of it, plus the line of its last byte
+/// `hints::slice`: at most 1 KiB of it, plus the line of its last byte
 /// when a row of that width can straddle lines).
 fn lines_of(width: usize) -> usize {
     let w = width.clamp(1, 1024);
