@@ -19,6 +19,7 @@ mod convert;
 mod copy;
 mod error;
 mod execute;
+mod fork;
 mod half;
 mod hints;
 mod index;

@@ -14,16 +14,18 @@
 //!   by a small thread that runs only while the pool holds something;
 //! - [`release`] returns everything at once;
 //! - a child process drops what it inherited from its parent as it is
-//!   forked (see [`fork_guard`]).
+//!   forked (see [`Buffers`]).
 //!
 //! Buffers are mapped straight from the kernel (`mmap`) so that freeing one
 //! really gives its memory back: the C allocator would keep buffers of a few
 //! MiB in its heap, where they still count in the process's RSS.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use crate::fork::{self, HeldAcrossFork};
 
 /// Smaller buffers come from the ordinary allocator, which recycles them
 /// well enough.
@@ -131,7 +133,7 @@ static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_POOL_BYTES);
 
 fn lock() -> MutexGuard<'static, FreeBuffers> {
     // Nothing panics while holding the lock; the free list is always whole.
-    RESULT_BUFFERS.lock().unwrap_or_else(|e| e.into_inner())
+    fork::lock::<Buffers>()
 }
 
 /// The most bytes of freed buffers the pool keeps.
@@ -254,91 +256,43 @@ fn release_idle_buffers() {
     }
 }
 
-/// Keeps `fork` from copying the [`RESULT_BUFFERS`] lock while another
-/// thread holds it, and empties the pool in the child.
-///
-/// As in `threads`: just before a fork the forking thread takes the lock,
-/// and right after it releases it, in the parent and in the child alike.
-/// The child also drops every buffer it inherited: they are the parent's
-/// pages, shared copy-on-write, so reusing one would copy each page on its
-/// first write (no faster than fresh memory) while the pages stay counted
-/// in the child's memory; and the release thread that would free them
-/// after [`IDLE_RELEASE`] is not there in the child. A pre-fork server that
-/// warmed up before forking would otherwise keep its whole pool in every
-/// worker for as long as the worker lives.
-#[cfg(unix)]
-mod fork_guard {
-    use std::cell::RefCell;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::MutexGuard;
+/// The pool's lock, held across `fork` (see `fork`); the child empties the
+/// pool. It drops every buffer it inherited: they are the parent's pages,
+/// shared copy-on-write, so reusing one would copy each page on its first
+/// write (no faster than fresh memory) while the pages stay counted in the
+/// child's memory; and the release thread that would free them after
+/// [`IDLE_RELEASE`] is not there in the child. A pre-fork server that warmed
+/// up before forking would otherwise keep its whole pool in every worker for
+/// as long as the worker lives. No holder of the lock ever waits for
+/// anything that could block for ever: it is held only to look at or edit
+/// the free list; buffers are unmapped, and the release thread started,
+/// after unlocking.
+struct Buffers;
 
-    use super::{lock, FreeBuffers};
+impl HeldAcrossFork for Buffers {
+    type Guarded = FreeBuffers;
 
-    thread_local! {
-        /// The lock the forking thread holds across `fork`.
-        static HELD: RefCell<Option<MutexGuard<'static, FreeBuffers>>> =
-            const { RefCell::new(None) };
+    fn lock() -> &'static Mutex<FreeBuffers> {
+        &RESULT_BUFFERS
     }
 
-    extern "C" fn before_fork() {
-        let held = lock();
-        HELD.with(|h| *h.borrow_mut() = Some(held));
-    }
-
-    extern "C" fn after_fork_in_parent() {
-        drop(HELD.with(|h| h.borrow_mut().take()));
-    }
-
-    extern "C" fn after_fork_in_child() {
-        // The same thread as before the fork, with the same thread-local
-        // storage; the C library's own locks (malloc's) are usable again.
-        let inherited = HELD.with(|h| {
-            let mut held = h.borrow_mut().take()?;
-            held.bytes = 0;
-            held.releasing = false;
-            Some(std::mem::take(&mut held.free))
-        });
-        // Unmapped after unlocking, as everywhere else.
-        drop(inherited);
-    }
-
-    /// Registers the handlers, once per process (a child inherits them).
-    /// Called when the extension module is initialised, before any other
-    /// thread can make a call (see `threads::fork_guard::install`).
-    pub(super) fn install() -> std::io::Result<()> {
+    fn installed() -> &'static AtomicBool {
         static INSTALLED: AtomicBool = AtomicBool::new(false);
-        if INSTALLED.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        // SAFETY: the handlers are plain functions that live as long as the
-        // program. What keeps a fork from deadlocking in `before_fork`,
-        // which waits for the lock's holder while the forking thread holds
-        // the GIL (Python forks with it) and the other handlers' locks: no
-        // holder of this lock ever waits for the GIL, another of ndgather's
-        // locks, or anything else that could block for ever. It is held only
-        // to look at or edit the free list; buffers are unmapped, and the
-        // release thread started, after unlocking.
-        let rc = unsafe {
-            libc::pthread_atfork(
-                Some(before_fork),
-                Some(after_fork_in_parent),
-                Some(after_fork_in_child),
-            )
-        };
-        if rc != 0 {
-            INSTALLED.store(false, Ordering::Release);
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
-        Ok(())
+        &INSTALLED
+    }
+
+    fn in_child(pool: &mut FreeBuffers) {
+        pool.bytes = 0;
+        pool.releasing = false;
+        // Unmapped here, lock held: only this thread is left in the child.
+        pool.free.clear();
     }
 }
 
-/// Registers the pool's fork handlers (see [`fork_guard`]): once per
-/// process, before any other thread may use the pool.
+/// Registers the pool's fork handlers (see [`Buffers`]): once per process,
+/// before any other thread may use the pool.
 pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
-    #[cfg(unix)]
-    fork_guard::install()?;
-    Ok(())
+    fork::install::<Buffers>()
 }
 
 #[cfg(test)]

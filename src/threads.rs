@@ -1,15 +1,16 @@
 //! The worker threads: their number (`set_num_threads`) and a lazily built
 //! rayon pool of them, so that importing ndgather or making small calls
 //! never starts a thread. A forked child builds workers of its own, whatever
-//! other threads were doing at the fork (see [`fork_guard`]).
+//! other threads were doing at the fork (see [`Workers`]).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use rayon::ThreadPool;
 
 use crate::error::{GatherError, Result};
+use crate::fork::{self, HeldAcrossFork};
 
 /// The most worker threads a call may use.
 ///
@@ -59,16 +60,12 @@ fn cpus() -> usize {
     })
 }
 
-fn lock_workers() -> MutexGuard<'static, WorkerSlot> {
-    // A poisoned lock only means another call panicked while swapping the
-    // pool; the Option inside is still whole.
-    WORKERS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The pool of `threads` workers, built or rebuilt on demand; `None` if no
 /// thread could be started.
 fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
-    let mut slot = lock_workers();
+    // A poisoned lock only means another call panicked while swapping the
+    // pool; the Option inside is still whole.
+    let mut slot = fork::lock::<Workers>();
     let pid = std::process::id();
     match slot.take() {
         Some((owner, p)) if owner == pid && p.current_num_threads() == threads => {
@@ -90,67 +87,24 @@ fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
     Some(p)
 }
 
-/// Keeps `fork` from copying the [`WORKERS`] lock while another thread
-/// holds it.
-///
-/// A child process gets only the thread that called `fork`: a lock that any
-/// other thread held at that moment stays held in the child for ever, and
-/// the child's first large call would wait on it for ever. So just before a
-/// fork the forking thread takes the lock itself, and right after it
-/// releases it, in the parent and in the child alike. The parent's workers
-/// are not there in the child: [`worker_pool`] sees the pool was built in
-/// another process and builds a new one.
-#[cfg(unix)]
-mod fork_guard {
-    use std::cell::RefCell;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::MutexGuard;
+/// The worker pool's lock, held across `fork` (see `fork`). The parent's
+/// workers are not there in the child: [`worker_pool`] sees the pool was
+/// built in another process and builds a new one. No holder of the lock
+/// ever waits for anything that could block for ever: it is held only to
+/// look at or swap the pool, and while rayon starts or stops its threads,
+/// which never wait for Python.
+struct Workers;
 
-    use super::{lock_workers, WorkerSlot};
+impl HeldAcrossFork for Workers {
+    type Guarded = WorkerSlot;
 
-    thread_local! {
-        /// The lock the forking thread holds across `fork`.
-        static HELD: RefCell<Option<MutexGuard<'static, WorkerSlot>>> =
-            const { RefCell::new(None) };
+    fn lock() -> &'static Mutex<WorkerSlot> {
+        &WORKERS
     }
 
-    extern "C" fn before_fork() {
-        let held = lock_workers();
-        HELD.with(|h| *h.borrow_mut() = Some(held));
-    }
-
-    extern "C" fn after_fork() {
-        // Dropping the guard unlocks: in the child this is the same thread
-        // (the one that forked), with the same thread-local storage.
-        drop(HELD.with(|h| h.borrow_mut().take()));
-    }
-
-    /// Registers the handlers, once per process (a child inherits them).
-    ///
-    /// Called when the extension module is initialised, before any other
-    /// thread can make a call: registering lazily, on the first parallel
-    /// call, left a child forked during the registration with a one-time
-    /// lock held for ever.
-    pub(super) fn install() -> std::io::Result<()> {
+    fn installed() -> &'static AtomicBool {
         static INSTALLED: AtomicBool = AtomicBool::new(false);
-        if INSTALLED.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        // SAFETY: the handlers are plain functions that live as long as the
-        // program. What keeps a fork from deadlocking in `before_fork`,
-        // which waits for the lock's holder while the forking thread holds
-        // the GIL (Python forks with it) and the other handlers' locks: no
-        // holder of this lock ever waits for the GIL, another of ndgather's
-        // locks, or anything else that could block for ever. It is held
-        // only to look at or swap the pool, and while rayon starts or stops
-        // its threads, which never wait for Python.
-        let rc =
-            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
-        if rc != 0 {
-            INSTALLED.store(false, Ordering::Release);
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
-        Ok(())
+        &INSTALLED
     }
 }
 
@@ -160,9 +114,7 @@ mod fork_guard {
 /// would finish. Once per process, before any other thread may use the pool.
 pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
     cpus();
-    #[cfg(unix)]
-    fork_guard::install()?;
-    Ok(())
+    fork::install::<Workers>()
 }
 
 /// A value whose raw addresses point into memory its owner borrows shared
