@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use smallvec::{smallvec, SmallVec};
 
 use crate::error::{GatherError, OutOfRange, Result};
-use crate::index::{load_exact, with_index_type};
+use crate::index::{load_exact, with_index_and_mode, with_index_type};
 use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
 use crate::mode::Mode;
 use crate::offsets::{first_bad, BadRow};
@@ -226,12 +226,8 @@ impl Plan<'_> {
         assert!(start + offsets.len() <= self.n_rows);
         // SAFETY: rows start..start + offsets.len() exist (asserted), so
         // row_offsets walks existing rows only.
-        with_index_type!(self.index_type, T => unsafe {
-            match mode {
-                Mode::Raise => row_offsets::<T, false, false>(self, start, offsets),
-                Mode::Zero => row_offsets::<T, false, true>(self, start, offsets),
-                Mode::Clip => row_offsets::<T, true, false>(self, start, offsets),
-            }
+        with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
+            row_offsets::<T, CLIP, ZERO>(self, start, offsets)
         })
     }
 
@@ -265,25 +261,15 @@ impl Plan<'_> {
     ) -> std::result::Result<(), BadRow> {
         // SAFETY: `out` holds whole rows from `start` on (callers split at
         // row bounds) and does not overlap `data` (caller of `execute`).
-        with_index_type!(self.index_type, T => unsafe {
-            match mode {
-                Mode::Raise => gather_rows::<T, false, false>(self, start, out),
-                Mode::Zero => gather_rows::<T, false, true>(self, start, out),
-                Mode::Clip => gather_rows::<T, true, false>(self, start, out),
-            }
+        with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
+            gather_rows::<T, CLIP, ZERO>(self, start, out)
         })
     }
 
     /// Validates every index as `execute` does, without copying: for a
     /// caller that copies by other means (`chunked`).
     pub(crate) fn validate(&self, mode: Mode, threads: usize) -> Result<()> {
-        let can_fail = self.n_index_rows > 0
-            && match mode {
-                Mode::Raise => true,
-                Mode::Clip => self.tuple.iter().any(|t| t.size == 0),
-                Mode::Zero => false,
-            };
-        if can_fail {
+        if self.can_fail(mode) {
             self.check_all(mode, threads.min(MAX_THREADS))
         } else {
             Ok(())

@@ -130,6 +130,32 @@ macro_rules! with_index_type {
 }
 pub(crate) use with_index_type;
 
+/// Runs `$body` with `$T` bound as [`with_index_type`] binds it, and the
+/// consts `$clip` and `$zero` to what `$mode` (a `Mode`) does with an index
+/// out of range: every loop over indices is compiled once per combination.
+macro_rules! with_index_and_mode {
+    ($ty:expr, $mode:expr, $T:ident, $clip:ident, $zero:ident => $body:expr) => {
+        $crate::index::with_index_type!($ty, $T => match $mode {
+            $crate::mode::Mode::Raise => {
+                const $clip: bool = false;
+                const $zero: bool = false;
+                $body
+            }
+            $crate::mode::Mode::Zero => {
+                const $clip: bool = false;
+                const $zero: bool = true;
+                $body
+            }
+            $crate::mode::Mode::Clip => {
+                const $clip: bool = true;
+                const $zero: bool = false;
+                $body
+            }
+        })
+    };
+}
+pub(crate) use with_index_and_mode;
+
 /// Reads one stored index of type `ty` exactly (for error messages).
 ///
 /// # Safety
