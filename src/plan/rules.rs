@@ -131,7 +131,7 @@ fn plan_gather_nd_walking<'a>(
             data_stride: strides[axis],
         })
         .collect();
-    Ok(finish(PlanParts {
+    Ok(finish(Plan {
         data,
         indices,
         index_type,
@@ -145,6 +145,15 @@ fn plan_gather_nd_walking<'a>(
         slice: SliceLayout::new(&ds[b + k..], &strides[b + k..], data.itemsize),
         is_nd: true,
         batch_dims: b,
+        // Set by `finish` from the fields above, or defaults that
+        // `reject_negative_indices` and `with_cast` change.
+        n_rows: 0,
+        n_index_rows: 0,
+        slice_bytes: 0,
+        stream: false,
+        prefetch: false,
+        wrap_negative: true,
+        cast: None,
     }))
 }
 
@@ -228,7 +237,7 @@ fn plan_gather_walking<'a>(
         data_stride: 0,
         index_stride: indices.strides[i],
     });
-    Ok(finish(PlanParts {
+    Ok(finish(Plan {
         data,
         indices,
         index_type,
@@ -246,29 +255,22 @@ fn plan_gather_walking<'a>(
         slice: SliceLayout::new(&ds[a + 1..], &strides[a + 1..], data.itemsize),
         is_nd: false,
         batch_dims: b,
+        // Set by `finish` from the fields above, or defaults that
+        // `reject_negative_indices` and `with_cast` change.
+        n_rows: 0,
+        n_index_rows: 0,
+        slice_bytes: 0,
+        stream: false,
+        prefetch: false,
+        wrap_negative: true,
+        cast: None,
     }))
-}
-
-struct PlanParts<'a> {
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    index_type: IndexType,
-    out_shape: Shape,
-    out_bytes: usize,
-    rows: Dims,
-    index_rows: Dims,
-    position_rank: usize,
-    tuple: SmallVec<[TupleAxis; 4]>,
-    tuple_stride: isize,
-    slice: SliceLayout,
-    is_nd: bool,
-    batch_dims: usize,
 }
 
 /// Walks always have at least one axis, so the kernels can run along the
 /// innermost one; a single row is an axis of size 1.
 #[inline(always)]
-fn at_least_one_axis(mut dims: Dims) -> Dims {
+fn at_least_one_axis(dims: &mut Dims) -> usize {
     if dims.is_empty() {
         dims.push(Dim {
             size: 1,
@@ -276,40 +278,20 @@ fn at_least_one_axis(mut dims: Dims) -> Dims {
             index_stride: 0,
         });
     }
-    dims
+    dims.iter().map(|d| d.size).product()
 }
 
 // Inlined into both planners: a plan is several hundred bytes, and a call
 // that is all overhead should not pay for moving it around.
 #[inline(always)]
-fn finish(p: PlanParts<'_>) -> Plan<'_> {
-    let rows = at_least_one_axis(p.rows);
-    let index_rows = at_least_one_axis(p.index_rows);
-    let count = |dims: &[Dim]| dims.iter().map(|d| d.size).product::<usize>();
-    let slice_bytes = match &p.slice {
+fn finish(mut p: Plan<'_>) -> Plan<'_> {
+    p.n_rows = at_least_one_axis(&mut p.rows);
+    p.n_index_rows = at_least_one_axis(&mut p.index_rows);
+    p.slice_bytes = match &p.slice {
         SliceLayout::Contiguous { bytes } => *bytes,
         SliceLayout::Strided { run, outer } => run * outer.iter().map(|o| o.0).product::<usize>(),
     };
-    Plan {
-        data: p.data,
-        indices: p.indices,
-        index_type: p.index_type,
-        n_rows: count(&rows),
-        n_index_rows: count(&index_rows),
-        out_shape: p.out_shape,
-        out_bytes: p.out_bytes,
-        rows,
-        index_rows,
-        position_rank: p.position_rank,
-        tuple: p.tuple,
-        tuple_stride: p.tuple_stride,
-        stream: streams(&p.slice, p.out_bytes),
-        slice: p.slice,
-        slice_bytes,
-        is_nd: p.is_nd,
-        batch_dims: p.batch_dims,
-        prefetch: p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
-        wrap_negative: true,
-        cast: None,
-    }
+    p.stream = streams(&p.slice, p.out_bytes);
+    p.prefetch = p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES;
+    p
 }
