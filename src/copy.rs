@@ -197,8 +197,8 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
     ahead: Ahead,
 ) {
     let rows = ahead.rows;
-    match (STREAM, ahead.far) {
-        (true, true) => copy_rows!(
+    if ahead.far {
+        copy_rows!(
             src,
             offsets,
             count,
@@ -207,9 +207,10 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             rows,
             FAR,
             ZERO,
-            stream_copy
-        ),
-        (true, false) => copy_rows!(
+            move_run::<STREAM>
+        );
+    } else {
+        copy_rows!(
             src,
             offsets,
             count,
@@ -218,30 +219,24 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             rows,
             NEAR,
             ZERO,
-            stream_copy
-        ),
-        (false, true) => copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            width,
-            rows,
-            FAR,
-            ZERO,
-            ptr::copy_nonoverlapping
-        ),
-        (false, false) => copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            width,
-            rows,
-            NEAR,
-            ZERO,
-            ptr::copy_nonoverlapping
-        ),
+            move_run::<STREAM>
+        );
+    }
+}
+
+/// One slice of [`copy_var`], streamed if `STREAM`.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, len)`.
+#[inline(always)]
+unsafe fn move_run<const STREAM: bool>(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        if STREAM {
+            stream_copy(src, dst, len);
+        } else {
+            ptr::copy_nonoverlapping(src, dst, len);
+        }
     }
 }
 
