@@ -92,39 +92,15 @@ index_elem!(i8, i16, i32, i64, u8, u16, u32, u64);
 /// Runs `$body` with `$T` bound to the Rust type of an [`IndexType`].
 macro_rules! with_index_type {
     ($ty:expr, $T:ident => $body:expr) => {
+        $crate::index::with_index_type!(@ $ty, $T, $body,
+            I8 i8, I16 i16, I32 i32, I64 i64, U8 u8, U16 u16, U32 u32, U64 u64)
+    };
+    (@ $ty:expr, $T:ident, $body:expr, $($v:ident $t:ty),*) => {
         match $ty {
-            $crate::index::IndexType::I8 => {
-                type $T = i8;
+            $($crate::index::IndexType::$v => {
+                type $T = $t;
                 $body
-            }
-            $crate::index::IndexType::I16 => {
-                type $T = i16;
-                $body
-            }
-            $crate::index::IndexType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::index::IndexType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::index::IndexType::U8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::index::IndexType::U16 => {
-                type $T = u16;
-                $body
-            }
-            $crate::index::IndexType::U32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::index::IndexType::U64 => {
-                type $T = u64;
-                $body
-            }
+            })*
         }
     };
 }
@@ -135,22 +111,17 @@ pub(crate) use with_index_type;
 /// out of range: every loop over indices is compiled once per combination.
 macro_rules! with_index_and_mode {
     ($ty:expr, $mode:expr, $T:ident, $clip:ident, $zero:ident => $body:expr) => {
+        $crate::index::with_index_and_mode!(@ $ty, $mode, $T, $clip, $zero, $body,
+            Raise false false, Zero false true, Clip true false)
+    };
+    (@ $ty:expr, $mode:expr, $T:ident, $clip:ident, $zero:ident, $body:expr,
+        $($m:ident $c:literal $z:literal),*) => {
         $crate::index::with_index_type!($ty, $T => match $mode {
-            $crate::mode::Mode::Raise => {
-                const $clip: bool = false;
-                const $zero: bool = false;
+            $($crate::mode::Mode::$m => {
+                const $clip: bool = $c;
+                const $zero: bool = $z;
                 $body
-            }
-            $crate::mode::Mode::Zero => {
-                const $clip: bool = false;
-                const $zero: bool = true;
-                $body
-            }
-            $crate::mode::Mode::Clip => {
-                const $clip: bool = true;
-                const $zero: bool = false;
-                $body
-            }
+            })*
         })
     };
 }

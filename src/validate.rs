@@ -17,14 +17,8 @@ pub(crate) fn invalid(msg: String) -> GatherError {
 /// plan (rows, index rows, slice) runs over a subset of these axes, so its
 /// length and the coalescing of its axes cannot overflow either.
 pub(crate) fn checked_sizes(shape: &[usize], itemsize: usize) -> Result<usize> {
-    let bytes = numpy_size(shape, itemsize).ok_or_else(|| {
-        GatherError::Overflow(format!(
-            "the output shape {} with itemsize {itemsize} has more elements or bytes than fit \
-             in an isize (its empty axes aside)",
-            fmt_tuple(shape)
-        ))
-    })?;
-    Ok(if shape.contains(&0) { 0 } else { bytes })
+    check_numpy_size("the output", shape, itemsize)?;
+    Ok(shape.iter().product::<usize>() * itemsize)
 }
 
 /// The first `b` axes (the batch axes) of `data` and `indices` are equal.
