@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How much of a large gather's time is the order of its indices: the same gather, same
 shapes and bytes, with random, run-wise and sequential indices, beside the copy limits.
 
@@ -14,24 +13,24 @@ non-temporal stores); only where the reads land differs. If ``sequential`` runs 
 limits and ``random`` does not, the gap is what the machine charges for reading rows at
 random addresses, not work the kernel could skip.
 
-    python benches/access_pattern.py                     # every row case, 11 rounds
-    python benches/access_pattern.py --quick             # tiny sizes (CI: runs and agrees)
-    python benches/access_pattern.py --json bench-results/access.json --doc docs/performance.md
+    python -m benches access                     # every row case, 11 rounds
+    python -m benches access --quick             # tiny sizes (CI: runs and agrees)
+    python -m benches access --json bench-results/access.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import ndgather
 import numpy as np
-import peers
-from candidates import NotApplicable, ndgather_out
-from cases import CASES, Case, Inputs
-from report import (
+
+from . import peers
+from .candidates import NotApplicable, ndgather_out
+from .cases import CASES, Case, Inputs
+from .report import (
     chosen,
     command,
     describe_machine,
@@ -45,7 +44,7 @@ from report import (
     text_table,
     update_doc,
 )
-from timing import Call, run_interleaved
+from .timing import Call, run_interleaved
 
 ROW_CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
 RUN = 64
@@ -147,7 +146,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doc:
         update_doc(args.doc, markdown(results), "access table")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A table kept narrow, used wide: rows gathered from a float16, bfloat16 or int8 table into
 float32 (``dtype=np.float32``), against the same gather from a float32 table (the same output
 bytes: the goal is at most 1.1x its time) and the peers' idioms, which convert in a second
@@ -12,16 +11,15 @@ fewest bytes) add up to at least 4 times the last-level cache, so rows are not
 cache-resident. Every round times every
 candidate once, in rotating order; medians per call are reported.
 
-    python benches/cast.py                   # full run
-    python benches/cast.py --quick           # tiny tables, 2 rounds (CI: runs, agrees)
-    python benches/cast.py --json bench-results/cast.json --doc docs/performance.md
+    python -m benches cast                   # full run
+    python -m benches cast --quick           # tiny tables, 2 rounds (CI: runs, agrees)
+    python -m benches cast --json bench-results/cast.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,8 +27,9 @@ from typing import Any
 import ml_dtypes
 import ndgather
 import numpy as np
-from cycle import Candidate, Cycle, CycleTimer
-from report import (
+
+from .cycle import Candidate, Cycle, CycleTimer
+from .report import (
     command,
     describe_machine,
     fmt_seconds,
@@ -40,8 +39,8 @@ from report import (
     save,
     update_doc,
 )
-from service import llc_bytes
-from timing import calls_per_sample, keep_resident, settle
+from .service import llc_bytes
+from .timing import calls_per_sample, keep_resident, settle
 
 SOURCES = {
     "float16": np.dtype(np.float16),
@@ -298,7 +297,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         refuse_dirty([results["machine"]], args.allow_dirty)
         update_doc(args.doc, markdown(results), "cast table")
     return 1 if any(r["errors"] for r in results["cases"]) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

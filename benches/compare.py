@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Compare ndgather with NumPy, onnxruntime, OpenVINO, TensorFlow, PyTorch, JAX and numba on
 fixed, named cases.
 
@@ -17,12 +16,12 @@ larger of the two is the limit no gather beats) and ndgather ``out=`` with ``mod
 per call of every candidate, the best of each runtime, and ndgather's over the best peer
 (below 1 is faster) and over the limit.
 
-    python benches/compare.py                                  # every case, 21 rounds
-    python benches/compare.py --quick                          # tiny sizes, 3 rounds (CI)
-    python benches/compare.py --threads 1 --json bench-results/compare-1t.json
-    python benches/compare.py --cases points_2m,tiny_gather --peers onnxruntime
-    python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json
-    python benches/compare.py --peers numpy --json bench-results/compare_numpy.json
+    python -m benches compare                                  # every case, 21 rounds
+    python -m benches compare --quick                          # tiny sizes, 3 rounds (CI)
+    python -m benches compare --threads 1 --json bench-results/compare-1t.json
+    python -m benches compare --cases points_2m,tiny_gather --peers onnxruntime
+    python -m benches plot bench-results/compare.json --one-thread bench-results/compare-1t.json
+    python -m benches compare --peers numpy --json bench-results/compare_numpy.json
 
 ``--peers numpy`` compares with NumPy's idioms alone (no runtimes, no copy limits, 15 rounds):
 the "NumPy, idiom by idiom" table, which ``report.py`` renders from its JSON.
@@ -43,13 +42,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import floor
 import ndgather
-import peers
-from candidates import CLIP, NDGATHER, NUMPY
-from cases import CASES, SEED
-from ml_peers import ML_RUNTIMES
-from report import (
+
+from . import floor, peers
+from .candidates import CLIP, NDGATHER, NUMPY
+from .cases import CASES, SEED
+from .ml_peers import ML_RUNTIMES
+from .report import (
     best_peer,
     case_detail,
     chosen,
@@ -65,7 +64,7 @@ from report import (
     summary_rows,
     text_table,
 )
-from runner import run_case
+from .runner import run_case
 
 SUBJECT = "ndgather"
 #: Pause before each sample when numba or PyTorch are loaded (their OpenMP threads spin for a
@@ -204,7 +203,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"runtime failure: {line}", file=sys.stderr)
     save(results, args.json)
     return 1 if failed or unforeseen else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import floor
 import numpy as np
+
+from . import floor
 
 
 class Cycle:

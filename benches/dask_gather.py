@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ndgather.dask against dask's own gathers and against in-memory ndgather.
 
 Cases (all float32, random indices, fixed seed):
@@ -27,16 +26,15 @@ bound "chunks touched + twice the output":
 * ``rows`` only: ``ndgather.dask`` on a ``distributed.LocalCluster`` of 2 worker processes
   (1 thread each), data persisted on the workers, the result fetched to the client.
 
-    python benches/dask_gather.py                       # every case, 5 rounds
-    python benches/dask_gather.py --quick               # tiny sizes, 2 rounds (CI)
-    python benches/dask_gather.py --json bench-results/dask.json --doc docs/performance.md
+    python -m benches dask                       # every case, 5 rounds
+    python -m benches dask --quick               # tiny sizes, 2 rounds (CI)
+    python -m benches dask --json bench-results/dask.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -49,7 +47,8 @@ import dask.array as da
 import ndgather
 import ndgather.dask as ngd
 import numpy as np
-from report import (
+
+from .report import (
     chosen,
     command,
     describe_machine,
@@ -63,7 +62,7 @@ from report import (
     text_table,
     update_doc,
 )
-from timing import Call, run_interleaved
+from .timing import Call, run_interleaved
 
 SEED = 11
 
@@ -377,7 +376,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doc:
         update_doc(args.doc, markdown(results), "dask table")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

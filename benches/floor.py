@@ -41,9 +41,10 @@ from typing import Any
 
 import ndgather
 import numpy as np
-from candidates import Candidate, NotApplicable
-from cases import Inputs
-from timing import Call
+
+from .candidates import Candidate, NotApplicable
+from .cases import Inputs
+from .timing import Call
 
 CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"

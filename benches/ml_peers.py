@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from candidates import Candidate
-from cases import Case, Inputs
-from timing import Call
+
+from .candidates import Candidate
+from .cases import Case, Inputs
+from .timing import Call
 
 ML_RUNTIMES = ("torch", "jax", "numba")
 

@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """The peers tables of docs/performance.md, the README summary and ``docs/benchmark.png``,
 from ``compare.py`` results.
 
 Nothing is measured here: everything is rendered from the JSON of a run (and, optionally, of
 its ``--threads 1`` run), so the tables and the plot always show the same numbers::
 
-    python benches/compare.py --json bench-results/compare.json
-    python benches/compare.py --threads 1 --json bench-results/compare-1t.json
-    python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json \\
+    python -m benches compare --json bench-results/compare.json
+    python -m benches compare --threads 1 --json bench-results/compare-1t.json
+    python -m benches plot bench-results/compare.json --one-thread bench-results/compare-1t.json \\
         --png docs/benchmark.png --doc docs/performance.md --readme README.md
 
 ``--doc`` fills the "peers table" block, ``--readme`` the "summary table" block (per case:
@@ -23,12 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from report import (
+from .report import (
     FAMILY_NAMES,
     add_allow_dirty,
     best_peer,
@@ -253,7 +251,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.doc or args.readme):
         print(markdown + "\n\n" + summary)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Prepared gathers: one set of indices used on many arrays of one shape, prepared once
 (``ndgather.prepare_gather_nd``) against a one-shot ``ndgather.gather_nd`` per array.
 
@@ -15,21 +14,21 @@ The arrays are ``--distinct`` (2 by default) different arrays used in turn, each
 than the caches, so that no call finds the previous one's data in cache; more cost memory,
 not realism. Every candidate is checked against the one-shot result first.
 
-    python benches/prepared.py                    # points_2m, rows_1m_256b, 11 rounds
-    python benches/prepared.py --quick            # tiny sizes (CI: runs and agrees)
-    python benches/prepared.py --json bench-results/prepared.json --doc docs/performance.md
+    python -m benches prepared                    # points_2m, rows_1m_256b, 11 rounds
+    python -m benches prepared --quick            # tiny sizes (CI: runs and agrees)
+    python -m benches prepared --json bench-results/prepared.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import ndgather
 import numpy as np
-from cases import CASES, Case
-from report import (
+
+from .cases import CASES, Case
+from .report import (
     chosen,
     command,
     describe_machine,
@@ -43,7 +42,7 @@ from report import (
     text_table,
     update_doc,
 )
-from timing import Call, run_interleaved
+from .timing import Call, run_interleaved
 
 DEFAULT_CASES = ("points_2m", "rows_1m_256b")
 
@@ -161,7 +160,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doc:
         update_doc(args.doc, markdown(results), "prepared table")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

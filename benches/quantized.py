@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Quantised embeddings: com.microsoft GatherBlockQuantized, ndgather against onnxruntime.
 
 Case ``llm_vocab``: 1,024 random token ids (int64, fixed seed) from a (151936, 4096) table of
@@ -16,14 +15,13 @@ rounds (``timing.py``), the same ids every call:
 * ``numpy``: the idiom without a runtime: ``data[ids]``, the nibbles split, then
   ``(codes - 8).astype(float32) * np.repeat(scales[ids], 32, axis=1)``.
 
-    python benches/quantized.py                     # 9 rounds
-    python benches/quantized.py --quick             # a small table, 2 rounds (CI: runs, agrees)
-    python benches/quantized.py --json bench-results/quantized.json --doc docs/performance.md
+    python -m benches quantized                     # 9 rounds
+    python -m benches quantized --quick             # a small table, 2 rounds (CI: runs, agrees)
+    python -m benches quantized --json bench-results/quantized.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +30,8 @@ from typing import Any
 import ndgather
 import ndgather.onnx as nx
 import numpy as np
-from report import (
+
+from .report import (
     chosen,
     command,
     describe_machine,
@@ -46,7 +45,7 @@ from report import (
     text_table,
     update_doc,
 )
-from timing import Call, run_interleaved
+from .timing import Call, run_interleaved
 
 SEED = 19
 
@@ -244,7 +243,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.doc:
         update_doc(args.doc, markdown(results), "quantized table")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

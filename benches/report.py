@@ -5,8 +5,8 @@ The tables render the JSON-ready records of :mod:`runner`, so a table can be reg
 from a stored run without re-measuring; run as a script, this renders the "NumPy, idiom by
 idiom" table of ``compare.py --peers numpy``::
 
-    python benches/report.py bench-results/compare_numpy.json            # print Markdown
-    python benches/report.py bench-results/compare_numpy.json --doc docs/performance.md
+    python -m benches report bench-results/compare_numpy.json            # print Markdown
+    python -m benches report bench-results/compare_numpy.json --doc docs/performance.md
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cases import select
+from .cases import select
 
 # --------------------------------------------------------------------------- machine
 
@@ -504,7 +504,7 @@ def chosen(
 
 def command() -> str:
     """The command line of this run, as the tables quote it."""
-    return shlex.join(["python", f"benches/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    return shlex.join(["python", "-m", "benches", *sys.argv[1:]])
 
 
 def save(results: Mapping[str, Any], path: Path | None) -> None:
@@ -542,7 +542,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(markdown)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

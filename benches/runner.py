@@ -10,9 +10,10 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
-from candidates import Candidate, NotApplicable
-from cases import Case
-from timing import Call, Timing, run_interleaved
+
+from .candidates import Candidate, NotApplicable
+from .cases import Case
+from .timing import Call, Timing, run_interleaved
 
 
 def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype) -> dict[str, str]:

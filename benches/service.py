@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The call a Python service makes: a request's batch of random ids, rows of a table far
 larger than the caches, every call with fresh ids.
 
@@ -37,9 +36,9 @@ percentiles a service operator watches (p50, p99; each includes one ``perf_count
 ~50 ns). All candidates are checked equal to ``table.take`` on the first batches before
 timing.
 
-    python benches/service.py                      # full run
-    python benches/service.py --quick              # tiny tables, 3 rounds (CI: runs, agrees)
-    python benches/service.py --json bench-results/service.json --doc docs/performance.md
+    python -m benches service                      # full run
+    python -m benches service --quick              # tiny tables, 3 rounds (CI: runs, agrees)
+    python -m benches service --json bench-results/service.json --doc docs/performance.md
 """
 
 from __future__ import annotations
@@ -55,11 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import floor
 import ndgather
 import numpy as np
-from cycle import Candidate, Cycle, CycleTimer, FloorCandidate
-from report import (
+
+from . import floor
+from .cycle import Candidate, Cycle, CycleTimer, FloorCandidate
+from .report import (
     command,
     describe_machine,
     floor_beaten,
@@ -73,8 +73,8 @@ from report import (
     text_table,
     update_doc,
 )
-from report import limit as report_limit
-from timing import calls_per_sample, keep_resident, settle
+from .report import limit as report_limit
+from .timing import calls_per_sample, keep_resident, settle
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
 QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
@@ -202,7 +202,7 @@ def load_peers(threads: int) -> tuple[dict[str, Any], dict[str, str], dict[str, 
             loaded["jax"] = module
             loaded["jax_fn"] = module.jit(get)
         else:
-            from ml_peers import numba_take
+            from .ml_peers import numba_take
 
             loaded["numba"] = numba_take
     return loaded, versions, missing
@@ -537,7 +537,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

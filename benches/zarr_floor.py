@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How fast any gather from a compressed zarr store can be: the time to decode the chunks it
 must read, against zarr's own gather and ``ndgather.dask``'s.
 
@@ -18,8 +17,8 @@ another:
 ``decode, N threads / zarr orthogonal`` is the least that ratio of any gather can be on this
 machine (``docs/performance.md``, section "dask").
 
-    python benches/zarr_floor.py            # the full case
-    python benches/zarr_floor.py --quick    # a small store (CI: runs and agrees)
+    python -m benches zarr-floor            # the full case
+    python -m benches zarr-floor --quick    # a small store (CI: runs and agrees)
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -119,7 +117,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, ms in times.items():
         print(f"  {name:22s} {ms:9.1f} ms   {ms / zarr_ms:5.2f}x zarr orthogonal")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
