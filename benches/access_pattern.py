@@ -86,9 +86,7 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
         calls["copy 2 threads"] = peers.copy_two_threads(inputs)
     except NotApplicable:
         pass
-    for call in calls.values():
-        call()
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, rounds, min_sample_s, warm=True)
     return {
         "name": case.name,
         "description": case.description,

@@ -6,10 +6,10 @@ pass: ``np.take(t, ids, axis=0).astype(np.float32)`` (goal: at most 0.5x) and
 
 Shapes: the service batches of ``service.py`` (1 to 4096 random ids, (1M, 128) tables) and
 the rows case of ``compare.py`` (1M random ids into (1M, 64) tables). Every call takes fresh
-ids from a cycle shared by all candidates (``cycle.py``), whose rows of the narrow table (the
-fewest bytes) add up to at least 4 times the last-level cache, so rows are not
-cache-resident. Every round times every
-candidate once, in rotating order; medians per call are reported.
+ids from a cycle shared by all candidates (``timing.Cycle``), whose rows of the narrow table
+(the fewest bytes) add up to at least 4 times the last-level cache, so rows are not
+cache-resident. Every round times every candidate once, in rotating order; medians per call
+are reported, and ratios as medians of the ratio within a round (``timing.paired_ratio``).
 
     python -m benches cast                   # full run
     python -m benches cast --quick           # tiny tables, 2 rounds (CI: runs, agrees)
@@ -19,7 +19,7 @@ candidate once, in rotating order; medians per call are reported.
 from __future__ import annotations
 
 import argparse
-import statistics
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ import ml_dtypes
 import ndgather
 import numpy as np
 
-from .cycle import Candidate, Cycle, CycleTimer
 from .report import (
     command,
     describe_machine,
@@ -40,7 +39,7 @@ from .report import (
     update_doc,
 )
 from .service import llc_bytes
-from .timing import calls_per_sample, keep_resident, settle
+from .timing import Cycle, Statement, keep_resident, paired_ratio, run_interleaved
 
 SOURCES = {
     "float16": np.dtype(np.float16),
@@ -62,14 +61,14 @@ def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndar
     return out
 
 
-def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candidate]:
+def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Statement]:
     names = {"ndgather": ndgather, "np": np, "t": t[narrow], "t32": t["float32"]}
     cands = [
-        Candidate(
+        Statement(
             "ndgather dtype=float32", "ndgather", "ndgather.gather(t, _i, dtype=np.float32)", names
         ),
-        Candidate("ndgather float32 table", "same bytes", "ndgather.gather(t32, _i)", names),
-        Candidate(
+        Statement("ndgather float32 table", "same bytes", "ndgather.gather(t32, _i)", names),
+        Statement(
             "np.take().astype()", "numpy", "np.take(t, _i, axis=0).astype(np.float32)", names
         ),
     ]
@@ -81,7 +80,7 @@ def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candid
         )
         tnames = {"torch": torch, "tt": tt}
         cands.append(
-            Candidate(
+            Statement(
                 "torch index_select().to()",
                 "torch",
                 "torch.index_select(tt, 0, torch.from_numpy(_i)).to(torch.float32)",
@@ -126,45 +125,14 @@ def run_case(
     if record["errors"]:
         return record
     cycle = Cycle(batches)
-    timers = {c.name: CycleTimer(c.stmt, c.names, cycle) for c in cands}
-    per = {}
-    for n, tm in timers.items():
-        tm.timeit(1)
-        per[n] = calls_per_sample(tm, min_sample_s)
-    samples: dict[str, list[float]] = {n: [] for n in timers}
-    names = list(timers)
-    for r in range(rounds):
-        keep_resident(t[narrow], t["float32"])
-        shift = r % len(names)
-        for n in names[shift:] + names[:shift]:
-            settle(SETTLE_S)
-            timers[n].timeit(1)
-            samples[n].append(timers[n].timeit(per[n]) / per[n])
+    resident = functools.partial(keep_resident, t[narrow], t["float32"])
+    timers = {c.name: c.timer(cycle) for c in cands}
+    timings = run_interleaved(
+        timers, rounds, min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+    )
     for c in cands:
-        record["candidates"][c.name] = {
-            "family": c.family,
-            "median_s": statistics.median(samples[c.name]),
-            "samples_s": samples[c.name],
-        }
+        record["candidates"][c.name] = {"family": c.family, **timings[c.name].record()}
     return record
-
-
-def paired_ratio(candidates: dict[str, Any], subject: str) -> Any:
-    """The ratio of ``subject`` to another candidate: the median over rounds of their ratio
-    within each round (the two samples of a round are timed milliseconds apart). The shared
-    VM slows down and speeds up over seconds to minutes, and a median taken of each
-    candidate's samples apart turns such a drift into a ratio: in one run the 1-id
-    ``bfloat16`` case came out 1.27x the float32 table by medians (every 1-id time 20-60%
-    above a quiet run's) and 1.14x paired; in one process, interleaving 5,000-call samples
-    of seven ways to call, medians put a ``bfloat16`` 1-id cast 1.20x the float32 gather
-    where the paired ratio was 1.00x."""
-    mine = candidates[subject]["samples_s"]
-
-    def ratio(other: str) -> float:
-        theirs = candidates[other]["samples_s"]
-        return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
-
-    return ratio
 
 
 def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -196,7 +164,8 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         c = {k: v["median_s"] for k, v in rec["candidates"].items()}
         me = c["ndgather dtype=float32"]
         torch_t = c.get("torch index_select().to()")
-        ratio = paired_ratio(rec["candidates"], "ndgather dtype=float32")
+        s = {k: v["samples_s"] for k, v in rec["candidates"].items()}
+        mine = s["ndgather dtype=float32"]
         out.append(
             [
                 rec["source"],
@@ -206,9 +175,9 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 fmt_seconds(c["ndgather float32 table"]),
                 fmt_seconds(c["np.take().astype()"]),
                 fmt_seconds(torch_t) if torch_t else "-",
-                f"{ratio('ndgather float32 table'):.2f}x",
-                f"{ratio('np.take().astype()'):.2f}x",
-                f"{ratio('torch index_select().to()'):.2f}x" if torch_t else "-",
+                f"{paired_ratio(mine, s['ndgather float32 table']):.2f}x",
+                f"{paired_ratio(mine, s['np.take().astype()']):.2f}x",
+                f"{paired_ratio(mine, s['torch index_select().to()']):.2f}x" if torch_t else "-",
             ]
         )
     return head, out

@@ -85,9 +85,7 @@ def run(
         f"prepare + {n_arrays}": Call(prepare_and_call, (arrays, idx)),
         f"{n_arrays} prepared": Call(prepared_calls, (arrays, p)),
     }
-    for call in calls.values():
-        call()
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, rounds, min_sample_s, warm=True)
     return {
         "name": case.name,
         "description": case.description,

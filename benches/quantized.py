@@ -166,10 +166,7 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
         "ids": case.ids,
         "output_bytes": int(reference.nbytes),
         "bit_identical_to": reference_name,
-        "candidates": {
-            name: {"median_s": t.median, "min_s": t.min, "max_s": t.max, "samples_s": t.samples}
-            for name, t in timings.items()
-        },
+        "candidates": {name: t.record() for name, t in timings.items()},
         "ratio_onnxruntime": (
             medians["ndgather"] / medians["onnxruntime"] if "onnxruntime" in medians else None
         ),

@@ -13,7 +13,7 @@ import numpy as np
 
 from .candidates import Candidate, NotApplicable
 from .cases import Case
-from .timing import Call, Timing, run_interleaved
+from .timing import Call, run_interleaved
 
 
 def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype) -> dict[str, str]:
@@ -42,17 +42,6 @@ def _check(case: Case, calls: dict[str, Call], order: list[str], dtype: np.dtype
             failures[name] = f"{name} differs from {reference_name}"
         del out
     return failures
-
-
-def _timing_record(family: str, timing: Timing) -> dict[str, Any]:
-    return {
-        "family": family,
-        "median_s": timing.median,
-        "min_s": timing.min,
-        "max_s": timing.max,
-        "calls_per_sample": timing.calls_per_sample,
-        "samples_s": timing.samples,
-    }
 
 
 def summarise(record: dict[str, Any]) -> None:
@@ -154,7 +143,7 @@ def run_case(
 
     timings = run_interleaved(calls, rounds, min_sample_s, settle_s)
     record["candidates"] = {
-        name: _timing_record(family[name], timing) for name, timing in timings.items()
+        name: {"family": family[name], **timing.record()} for name, timing in timings.items()
     }
     summarise(record)
     return record

@@ -44,9 +44,9 @@ timing.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -58,7 +58,6 @@ import ndgather
 import numpy as np
 
 from . import floor
-from .cycle import Candidate, Cycle, CycleTimer, FloorCandidate
 from .report import (
     command,
     describe_machine,
@@ -74,7 +73,7 @@ from .report import (
     update_doc,
 )
 from .report import limit as report_limit
-from .timing import calls_per_sample, keep_resident, settle
+from .timing import Cycle, NativeTimer, Statement, keep_resident, latency_rounds, run_interleaved
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
 QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
@@ -119,21 +118,21 @@ class Case:
 
 def candidates(
     table: np.ndarray, batch: int, loaded: dict[str, Any], threads: int
-) -> list[Candidate]:
+) -> list[Statement]:
     width, dtype = table.shape[1], table.dtype
     out = np.empty((batch, width), dtype=dtype)
     cands = [
-        Candidate("ndgather", SUBJECT, "fn(t, _i)", {"fn": ndgather.gather, "t": table}),
-        Candidate(
+        Statement("ndgather", SUBJECT, "fn(t, _i)", {"fn": ndgather.gather, "t": table}),
+        Statement(
             "ndgather out=",
             SUBJECT,
             "fn(t, _i, out=o)",
             {"fn": ndgather.gather, "t": table, "o": out},
             "o",
         ),
-        Candidate("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
-        Candidate("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
-        Candidate("numpy fancy", "numpy", "t[_i]", {"t": table}),
+        Statement("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
+        Statement("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
+        Statement("numpy fancy", "numpy", "t[_i]", {"t": table}),
     ]
     if "torch" in loaded:
         torch = loaded["torch"]
@@ -141,8 +140,8 @@ def candidates(
         o = np.empty((batch, width), dtype=dtype)
         names = {"fn": torch.index_select, "t": t, "f": torch.from_numpy}
         cands += [
-            Candidate("torch index_select", "torch", "fn(t, 0, f(_i))", names),
-            Candidate(
+            Statement("torch index_select", "torch", "fn(t, 0, f(_i))", names),
+            Statement(
                 "torch index_select out=",
                 "torch",
                 "fn(t, 0, f(_i), out=o)",
@@ -152,7 +151,7 @@ def candidates(
         ]
     if "jax" in loaded:
         cands.append(
-            Candidate(
+            Statement(
                 "jax at.get",
                 "jax",
                 "fn(t, _i).block_until_ready()",
@@ -164,8 +163,8 @@ def candidates(
             take, take_new = loaded["numba"](parallel)
             o = np.empty((batch, width), dtype=dtype)
             cands += [
-                Candidate(f"numba {kind}", "numba", "fn(t, _i)", {"fn": take_new, "t": table}),
-                Candidate(
+                Statement(f"numba {kind}", "numba", "fn(t, _i)", {"fn": take_new, "t": table}),
+                Statement(
                     f"numba {kind} out=",
                     "numba",
                     "fn(t, _i, o)",
@@ -273,12 +272,9 @@ def run_case(
     if record["errors"]:
         return record
 
-    cycle = Cycle(batches)  # one for all: see cycle.Cycle
-    timers: dict[str, Any] = {}
-    families: dict[str, str] = {}
-    for c in cands:
-        timers[c.name] = CycleTimer(c.stmt, c.names, cycle)
-        families[c.name] = c.family
+    cycle = Cycle(batches)  # one for all: see timing.Cycle
+    timers: dict[str, Any] = {c.name: c.timer(cycle) for c in cands}
+    families = {c.name: c.family for c in cands}
     phase = time.perf_counter()
     why = floor.available()
     if why is None:
@@ -295,7 +291,7 @@ def run_case(
             return reader.run(setting, first * case.batch, number * case.batch, 1)
 
         writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
-        timers[floor.READ] = FloorCandidate(floor.READ, read).timer()
+        timers[floor.READ] = NativeTimer(read)
         timers[floor.WRITE] = writer.timer()
         families[floor.READ] = families[floor.WRITE] = floor.FAMILY
         record["floor_tuning"] = {**floor.tuning_record(setting, tried), "write": write_tuning}
@@ -304,45 +300,20 @@ def run_case(
 
     record["phases_s"] = {"floor tuning": time.perf_counter() - phase}
     phase = time.perf_counter()
-    names = list(timers)
-    per_sample = {}
-    for n in names:
-        timers[n].timeit(1)  # warm: the calibration must not start with a cold call
-        per_sample[n] = calls_per_sample(timers[n], min_sample_s)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        keep_resident(table)
-        shift = r % len(names)
-        for n in names[shift:] + names[:shift]:
-            settle(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
-            timers[n].timeit(1)
-            samples[n].append(timers[n].timeit(per_sample[n]) / per_sample[n])
+
+    resident = functools.partial(keep_resident, table)
+    timings = run_interleaved(
+        timers, rounds, min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+    )
     record["phases_s"]["rounds"] = time.perf_counter() - phase
     phase = time.perf_counter()
     # Calls timed one by one per candidate and round: --latency-calls, or fewer for slow
     # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
-    lat_n = {
-        c.name: max(10, min(latency_calls, int(0.02 / statistics.median(samples[c.name]))))
-        for c in cands
-    }
-    lat: dict[str, list[int]] = {c.name: [] for c in cands}
-    for r in range(rounds):
-        keep_resident(table)
-        shift = r % len(cands)
-        for c in cands[shift:] + cands[:shift]:
-            settle(SETTLE_S)
-            c.latencies(cycle, 1)  # untimed: wakes the candidate's threads
-            lat[c.name] += c.latencies(cycle, lat_n[c.name])
+    lat_n = {c.name: max(10, min(latency_calls, int(0.02 / timings[c.name].median))) for c in cands}
+    lat = latency_rounds(cands, cycle, rounds, lat_n, SETTLE_S, resident)
     record["phases_s"]["latencies"] = time.perf_counter() - phase
-    for n in names:
-        entry: dict[str, Any] = {
-            "family": families[n],
-            "median_s": statistics.median(samples[n]),
-            "min_s": min(samples[n]),
-            "max_s": max(samples[n]),
-            "calls_per_sample": per_sample[n],
-            "samples_s": samples[n],
-        }
+    for n, timing in timings.items():
+        entry: dict[str, Any] = {"family": families[n], **timing.record()}
         if n in lat and lat[n]:
             q = np.percentile(np.array(lat[n]) * 1e-9, [50, 99])
             entry.update({"p50_s": float(q[0]), "p99_s": float(q[1]), "latency_calls": len(lat[n])})

@@ -5,8 +5,8 @@ A gather from a store reads and decodes every chunk one of its indices falls in,
 chunk decodes from its start: no gather can take less than decoding the touched chunks,
 however it copies. This script builds the ``zarr_rows`` case of ``dask_gather.py`` (200k
 random ids into a (1M, 64) float32 store in 50k-row chunks, zarr's default codecs (zstd in
-zarr 3): every chunk is touched), then times, medians of ``--repeat`` calls, one after
-another:
+zarr 3): every chunk is touched), then times each step, the median of ``--repeat`` calls in
+interleaved rounds (``timing.py``, one call a sample):
 
 * ``read``: the chunk files read into memory (page cache);
 * ``decode, 1 thread`` and ``decode, N threads``: those bytes decoded by the store's codec,
@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,14 +39,7 @@ import numcodecs
 import numpy as np
 import zarr
 
-
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from .timing import Call, run_interleaved
 
 
 def decoder_of(z: Any) -> Any:
@@ -94,19 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if codec.decode(raw[0]) != data[:chunk].tobytes():
             raise SystemExit("decoding the first chunk does not give its rows")
         with ThreadPoolExecutor(threads) as pool, dask.config.set(scheduler="threads"):
-            times = {
-                "read": median_ms(lambda: [f.read_bytes() for f in files], repeat),
-                "decode, 1 thread": median_ms(lambda: [codec.decode(b) for b in raw], repeat),
-                f"decode, {threads} threads": median_ms(
-                    lambda: list(pool.map(codec.decode, raw)), repeat
-                ),
-                "zarr orthogonal": median_ms(
-                    lambda: z.get_orthogonal_selection((idx, slice(None))), repeat
-                ),
-                "ndgather.dask": median_ms(
-                    lambda: ndgather.dask.gather(lazy, idx).compute(), repeat
-                ),
+            steps = {
+                "read": Call(lambda: [f.read_bytes() for f in files]),
+                "decode, 1 thread": Call(lambda: [codec.decode(b) for b in raw]),
+                f"decode, {threads} threads": Call(lambda: list(pool.map(codec.decode, raw))),
+                "zarr orthogonal": Call(z.get_orthogonal_selection, ((idx, slice(None)),)),
+                "ndgather.dask": Call(lambda: ndgather.dask.gather(lazy, idx).compute()),
             }
+            # One call a sample: every step reads or decodes every chunk of the store.
+            timings = run_interleaved(steps, repeat, 0.0)
+    times = {name: timing.median * 1e3 for name, timing in timings.items()}
     size = sum(len(b) for b in raw) / 2**20
     print(
         f"{ids:,} random ids into ({rows:,}, 64) float32, {len(raw)} zstd chunks of {chunk:,} "
