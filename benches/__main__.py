@@ -1,7 +1,8 @@
 """The one entry point of the benchmarks: ``python -m benches <suite> [options]``, run from the
-repository root; ``python -m benches <suite> --help`` lists a suite's options.
+repository root; ``python -m benches <suite> --help`` lists a suite's options, and
+``python -m benches`` the suites. ``runner.py`` runs them.
 
-    python -m benches compare --quick          # every suite on tiny sizes: make bench-quick
+    python -m benches compare --quick          # tiny sizes: runs, and the candidates agree
     python -m benches service --json bench-results/service.json --doc docs/performance.md
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Sequence
+
+from .runner import main
 
 #: Each suite and the module of ``benches/`` that holds it.
 SUITES = {
@@ -26,12 +29,14 @@ SUITES = {
 }
 
 
-def main(argv: Sequence[str]) -> int:
+def entry(argv: Sequence[str]) -> int:
     if not argv or argv[0] not in SUITES:
-        print(f"usage: python -m benches {{{','.join(SUITES)}}} [options]", file=sys.stderr)
+        print("usage: python -m benches <suite> [options]; the suites:", file=sys.stderr)
+        for name, module in SUITES.items():
+            print(f"  {name:11s} benches/{module}.py", file=sys.stderr)
         return 2
-    module = importlib.import_module(f".{SUITES[argv[0]]}", __package__)
-    return int(module.main(argv[1:]))
+    suite = importlib.import_module(f".{SUITES[argv[0]]}", __package__)
+    return main(argv[0], suite, argv[1:])
 
 
-sys.exit(main(sys.argv[1:]))
+sys.exit(entry(sys.argv[1:]))

@@ -20,24 +20,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import ndgather
 import numpy as np
 
-from .report import (
-    command,
-    describe_machine,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    refuse_dirty,
-    save,
-    update_doc,
-)
+from .report import fmt_seconds, markdown_table
+from .runner import Run, describe_machine
 from .service import llc_bytes
 from .timing import Cycle, Statement, keep_resident, paired_ratio, run_interleaved
 
@@ -49,6 +39,10 @@ SOURCES = {
 TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "int8": "int8"}
 SETTLE_S = 0.002
 LLC_TIMES = 4
+ROUNDS = (15, 2)
+MIN_SAMPLE_S = (0.005, 0.005)
+TABLE = "cast table"
+PEERS = ("torch",)
 
 
 def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -90,23 +84,18 @@ def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Statem
     return cands
 
 
-def run_case(
-    narrow: str,
-    t: dict[str, np.ndarray],
-    batch: int,
-    rounds: int,
-    llc: int,
-    min_sample_s: float,
-    torch: Any,
-    seed: int,
+def measure_case(
+    run: Run, t: dict[str, np.ndarray], narrow: str, batch: int, seed: int
 ) -> dict[str, Any]:
     rows, width = t["float32"].shape
+    llc = run.results["llc_bytes"]
     # The cycle's rows of the narrow table (the fewest bytes) add up to LLC_TIMES the LLC.
     nb = max(2, -(-LLC_TIMES * llc // (batch * width * t[narrow].itemsize)))
     rng = np.random.default_rng(seed)
     batches = list(rng.integers(0, rows, size=(nb, batch)))
-    cands = candidates(narrow, t, torch)
+    cands = candidates(narrow, t, run.peers.get("torch"))
     record: dict[str, Any] = {
+        "name": f"{narrow} ({rows}, {width}) x{batch}",
         "source": narrow,
         "table_shape": [rows, width],
         "batch": batch,
@@ -128,7 +117,7 @@ def run_case(
     resident = functools.partial(keep_resident, t[narrow], t["float32"])
     timers = {c.name: c.timer(cycle) for c in cands}
     timings = run_interleaved(
-        timers, rounds, min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+        timers, run.rounds, run.min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
     )
     for c in cands:
         record["candidates"][c.name] = {"family": c.family, **timings[c.name].record()}
@@ -197,29 +186,20 @@ def markdown(results: dict[str, Any]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny tables, 2 rounds (CI)")
-    p.add_argument(
-        "--rounds", type=int, default=None, help="interleaved rounds (default 15, quick 2)"
-    )
-    p.add_argument("--min-sample-time", type=float, default=0.005)
-    p.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
-    p.add_argument("--batches", help="comma-separated batch sizes (default: all)")
-    p.add_argument("--json", type=Path, help="write the results here")
-    p.add_argument("--doc", type=Path, help="put the table between its markers here")
-    p.add_argument(
-        "--allow-dirty", action="store_true", help="record a run of a dirty tree in --doc"
-    )
-    args = p.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 15)
-    if args.doc and (args.sources or args.batches):
-        p.error("--doc records the whole table: not with --sources or --batches")
-    try:
-        import torch  # type: ignore[import-not-found]
-    except ImportError:
-        torch = None
-    llc = 1 << 20 if args.quick else llc_bytes()
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
+
+
+def load(run: Run) -> None:
+    if run.args.doc and (run.args.sources or run.args.batches):
+        run.parser.error("--doc records the whole table: not with --sources or --batches")
+    llc = 1 << 20 if run.quick else llc_bytes()
+    run.results.update(threads=ndgather.get_num_threads(), llc_bytes=llc, llc_times=LLC_TIMES)
+
+
+def measure(run: Run) -> list[dict[str, Any]]:
+    args = run.args
     rng = np.random.default_rng(17)
     shapes = (
         [((4096, 128), [1, 8, 64]), ((4096, 64), [4096])]
@@ -229,40 +209,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             ((1_000_000, 64), [1_000_000]),
         ]
     )
-    results: dict[str, Any] = {
-        "benchmark": "cast",
-        "command": command(),
-        "rounds": rounds,
-        "threads": ndgather.get_num_threads(),
-        "llc_bytes": llc,
-        "llc_times": LLC_TIMES,
-        "machine": machine_info(
-            {"ndgather": ndgather.__version__, "numpy": np.__version__}
-            | ({"torch": torch.__version__} if torch else {})
-        ),
-        "cases": [],
-    }
     sources = args.sources.split(",") if args.sources else list(SOURCES)
     wanted = {int(b) for b in args.batches.split(",")} if args.batches else None
+    records: list[dict[str, Any]] = []
     seed = 0
     for shape, batches in shapes:
         if wanted is not None and not wanted.intersection(batches):
             continue
         t = tables(*shape, rng)
+        todo = []
         for batch in batches:
             for narrow in SOURCES:
                 seed += 1  # the same seed for a case whatever is left out
-                if narrow not in sources or (wanted is not None and batch not in wanted):
-                    continue
-                rec = run_case(narrow, t, batch, rounds, llc, args.min_sample_time, torch, seed)
-                results["cases"].append(rec)
-                print(
-                    f"  {narrow} {shape} x{batch}: {'ERROR' if rec['errors'] else 'ok'}", flush=True
-                )
+                if narrow in sources and (wanted is None or batch in wanted):
+                    todo.append((narrow, batch, seed))
+        records += run.each(todo, lambda case, t=t: measure_case(run, t, *case))
         del t
-    print(markdown(results))
-    save(results, args.json)
-    if args.doc:
-        refuse_dirty([results["machine"]], args.allow_dirty)
-        update_doc(args.doc, markdown(results), "cast table")
-    return 1 if any(r["errors"] for r in results["cases"]) else 0
+    return records
+
+
+def text(results: dict[str, Any]) -> str:
+    return markdown(results)

@@ -22,15 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .report import (
     FAMILY_NAMES,
-    add_allow_dirty,
     best_peer,
-    describe_machine,
     fmt_ratio,
     fmt_seconds,
     limit,
@@ -38,9 +36,8 @@ from .report import (
     median,
     peer_markdown,
     ratio,
-    refuse_dirty,
-    update_doc,
 )
+from .runner import describe_machine, doc_options, refuse_dirty, update_doc
 
 COLOURS = {
     "ndgather": "#d62728",
@@ -220,15 +217,15 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join([*lines, line])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, help="JSON written by compare.py --json")
-    parser.add_argument("--one-thread", type=Path, help="JSON of compare.py --threads 1")
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, help="JSON written by compare --json")
+    parser.add_argument("--one-thread", type=Path, help="JSON of compare --threads 1")
     parser.add_argument("--png", type=Path, help="write the plot here (docs/benchmark.png)")
-    parser.add_argument("--doc", type=Path, help="fill the peers block (docs/performance.md)")
+    doc_options(parser, "fill the peers block (docs/performance.md)")
     parser.add_argument("--readme", type=Path, help="fill the summary block (README.md)")
-    add_allow_dirty(parser)
-    args = parser.parse_args(argv)
+
+
+def render(args: argparse.Namespace) -> int:
     results = json.loads(args.results.read_text(encoding="utf-8"))
     one_thread = (
         json.loads(args.one_thread.read_text(encoding="utf-8")) if args.one_thread else None

@@ -46,8 +46,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import os
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,21 +56,19 @@ import ndgather
 import numpy as np
 
 from . import floor
+from .ml_peers import configure_jax, numba_take
 from .report import (
-    command,
-    describe_machine,
+    FAMILY_NAMES,
     floor_beaten,
     floor_statement,
     floor_time,
     fmt_ratio,
     fmt_seconds,
-    machine_info,
     markdown_table,
-    save,
     text_table,
-    update_doc,
 )
 from .report import limit as report_limit
+from .runner import Run, describe_machine
 from .timing import Cycle, NativeTimer, Statement, keep_resident, latency_rounds, run_interleaved
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
@@ -84,8 +80,11 @@ TOUCH_LLC = 4
 MIN_CYCLE = 64  # batches in a cycle at least, however large the batch
 SETTLE_S = 0.002  # pause before each sample: see timing.run_interleaved
 SUBJECT = "ndgather"
-PEERS = ("numpy", "torch", "jax", "numba")
-FAMILY_NAMES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX", "numba": "numba"}
+FAMILIES = ("numpy", "torch", "jax", "numba")
+ROUNDS = (11, 3)
+MIN_SAMPLE_S = (0.005, 0.0005)
+TABLE = "service table"
+PEERS = ("torch", "jax", "numba")
 
 
 def llc_bytes() -> int:
@@ -175,36 +174,8 @@ def candidates(
     return cands
 
 
-def load_peers(threads: int) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """The optional peers that import: their handles, versions, and why the others did not."""
-    loaded: dict[str, Any] = {}
-    versions: dict[str, str] = {}
-    missing: dict[str, str] = {}
-    for name in ("torch", "jax", "numba"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            missing[name] = f"not installed ({exc})"
-            continue
-        versions[name] = module.__version__
-        if name == "torch":
-            loaded["torch"] = module
-        elif name == "jax":
-            module.config.update("jax_enable_x64", True)  # int64 ids stay int64
-            module.config.update("jax_platforms", "cpu")
-            # Run on the calling thread: no hand-off to a dispatch thread per call.
-            module.config.update("jax_cpu_enable_async_dispatch", False)
-
-            def get(t: Any, i: Any) -> Any:
-                return t.at[i].get(mode="promise_in_bounds")
-
-            loaded["jax"] = module
-            loaded["jax_fn"] = module.jit(get)
-        else:
-            from .ml_peers import numba_take
-
-            loaded["numba"] = numba_take
-    return loaded, versions, missing
+def _jax_rows(t: Any, i: Any) -> Any:
+    return t.at[i].get(mode="promise_in_bounds")
 
 
 def set_threads(n: int, loaded: dict[str, Any]) -> None:
@@ -226,22 +197,12 @@ def cycle_batches(rows: int, row_bytes: int, batch: int, llc: int, quick: bool) 
     return max(MIN_CYCLE, -(-TOUCH_LLC * llc // (batch * row_bytes)))
 
 
-def run_case(
-    case: Case,
-    table: np.ndarray,
-    loaded: dict[str, Any],
-    *,
-    rounds: int,
-    min_sample_s: float,
-    latency_calls: int,
-    llc: int,
-    quick: bool,
-    seed: int,
-) -> dict[str, Any]:
+def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
+    loaded, quick = run.loaded, run.quick
     rows, width = table.shape
     row_bytes = width * table.itemsize
-    nb = cycle_batches(rows, row_bytes, case.batch, llc, quick)
-    rng = np.random.default_rng(seed)
+    nb = cycle_batches(rows, row_bytes, case.batch, run.machine["llc_bytes"], quick)
+    rng = np.random.default_rng(1000 + case.batch)
     flat = rng.integers(0, rows, size=nb * case.batch, dtype=np.int64).astype(case.index_dtype)
     batches = list(flat.reshape(nb, case.batch))
     set_threads(case.threads, loaded)
@@ -303,14 +264,15 @@ def run_case(
 
     resident = functools.partial(keep_resident, table)
     timings = run_interleaved(
-        timers, rounds, min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+        timers, run.rounds, run.min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
     )
     record["phases_s"]["rounds"] = time.perf_counter() - phase
     phase = time.perf_counter()
     # Calls timed one by one per candidate and round: --latency-calls, or fewer for slow
     # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
-    lat_n = {c.name: max(10, min(latency_calls, int(0.02 / timings[c.name].median))) for c in cands}
-    lat = latency_rounds(cands, cycle, rounds, lat_n, SETTLE_S, resident)
+    most = run.results["latency_calls"]
+    lat_n = {c.name: max(10, min(most, int(0.02 / timings[c.name].median))) for c in cands}
+    lat = latency_rounds(cands, cycle, run.rounds, lat_n, SETTLE_S, resident)
     record["phases_s"]["latencies"] = time.perf_counter() - phase
     for n, timing in timings.items():
         entry: dict[str, Any] = {"family": families[n], **timing.record()}
@@ -331,7 +293,7 @@ def _best(record: dict[str, Any], families: Sequence[str]) -> str | None:
 
 
 def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
-    peers = [p for p in PEERS if p not in results["missing"]]
+    peers = [p for p in FAMILIES if p not in results["missing"]]
     header = ["table", "ids", "threads", "batch", "ndgather", "ndgather out="]
     header += [FAMILY_NAMES[p] for p in peers]
     header += [
@@ -400,7 +362,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if notes:
         parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
-    peers = [p for p in PEERS if p not in results["missing"]]
+    peers = [p for p in FAMILIES if p not in results["missing"]]
     parts.append(floor_statement(results["cases"], [SUBJECT, *peers]))
     if results["missing"]:
         parts.append(
@@ -409,102 +371,75 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- main
+# --------------------------------------------------------------------------- the suite
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny tables, 3 rounds (CI)")
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", help=f"comma-separated, of {', '.join(TABLES)}")
     parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
-    parser.add_argument("--min-sample-time", type=float, help="seconds (default 0.005)")
     parser.add_argument("--latency-calls", type=int, help="per round (default 200, quick 20)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    parser.add_argument("--doc", type=Path, help="put the table between its markers here")
-    args = parser.parse_args(argv)
+
+
+def load(run: Run) -> None:
+    shapes = QUICK_TABLES if run.quick else TABLES
+    if run.args.tables and (unknown := set(run.args.tables.split(",")) - set(shapes)):
+        run.parser.error(f"unknown table(s) {', '.join(sorted(unknown))}")
+    all_threads = ndgather.get_num_threads()
+    floor.configure(all_threads, run.quick)
+    loaded: dict[str, Any] = dict(run.peers)
+    if "jax" in loaded:
+        configure_jax(loaded["jax"])
+        loaded["jax_fn"] = loaded["jax"].jit(_jax_rows)
+    if "numba" in loaded:
+        loaded["numba"] = numba_take
+    run.loaded = loaded
+    run.machine["llc_bytes"] = llc_bytes()
+    run.results.update(
+        latency_calls=run.args.latency_calls or (20 if run.quick else 200),
+        threads=sorted({1, all_threads}),
+        touch_llc=TOUCH_LLC,
+    )
+
+
+def measure(run: Run) -> list[dict[str, Any]]:
+    print(f"LLC {run.machine['llc_bytes'] >> 20} MiB", flush=True)
+    if (why := floor.available()) is not None:
+        print(f"no floors: {why}")
+    args, loaded = run.args, run.loaded
     shapes = QUICK_TABLES if args.quick else TABLES
-    names = args.tables.split(",") if args.tables else list(shapes)
-    if unknown := [n for n in names if n not in shapes]:
-        parser.error(f"unknown table(s) {', '.join(unknown)}")
     batches = (
         [int(b) for b in args.batches.split(",")]
         if args.batches
         else list(QUICK_BATCHES if args.quick else BATCHES)
     )
-    rounds = args.rounds or (3 if args.quick else 11)
-    min_sample_s = args.min_sample_time or (0.0005 if args.quick else 0.005)
-    latency_calls = args.latency_calls or (20 if args.quick else 200)
-    all_threads = ndgather.get_num_threads()
-    thread_counts = sorted({1, all_threads})
-    floor.configure(all_threads, args.quick)
-    loaded, versions, missing = load_peers(all_threads)
-    llc = llc_bytes()
-    machine = machine_info(
-        {"ndgather": ndgather.__version__, "numpy": np.__version__, **versions},
-        {"llc_bytes": llc, "loadavg_at_start": list(os.getloadavg())},
-    )
-    print(f"machine: {describe_machine(machine)}; LLC {llc >> 20} MiB", flush=True)
-    for name, why in missing.items():
-        print(f"skipped peer {name}: {why}")
-    if (why := floor.available()) is not None:
-        print(f"no floors: {why}")
-
-    records = []
-    for k, tname in enumerate(names):
-        rows_, width = shapes[tname]
-        table = np.random.default_rng(k).random((rows_, width), dtype=np.float32)
+    records: list[dict[str, Any]] = []
+    for k, tname in enumerate(args.tables.split(",") if args.tables else shapes):
+        table = np.random.default_rng(k).random(shapes[tname], dtype=np.float32)
         if "torch" in loaded:
             loaded["torch_table"] = loaded["torch"].from_numpy(table)
         if "jax" in loaded:
             loaded["jax_table"] = loaded["jax"].device_put(table)
-        for index_dtype in INDEX_DTYPES:
-            for threads in thread_counts:
-                for batch in batches:
-                    case = Case(tname, batch, index_dtype, threads)
-                    start = time.perf_counter()
-                    record = run_case(
-                        case,
-                        table,
-                        loaded,
-                        rounds=rounds,
-                        min_sample_s=min_sample_s,
-                        latency_calls=latency_calls,
-                        llc=llc,
-                        quick=args.quick,
-                        seed=1000 + batch,
-                    )
-                    record["wall_s"] = time.perf_counter() - start
-                    records.append(record)
-                    status = "FAILED: " + "; ".join(record["errors"]) if record["errors"] else "ok"
-                    print(f"  {case.name}: {status} ({record['wall_s']:.1f} s)", flush=True)
+        cases = [
+            Case(tname, batch, index_dtype, threads)
+            for index_dtype in INDEX_DTYPES
+            for threads in run.results["threads"]
+            for batch in batches
+        ]
+        records += run.each(cases, lambda case, table=table: measure_case(run, case, table))
         loaded.pop("torch_table", None)
         loaded.pop("jax_table", None)
         del table
-    set_threads(all_threads, loaded)
+    set_threads(max(run.results["threads"]), loaded)
+    return records
 
-    results: dict[str, Any] = {
-        "benchmark": "service",
-        "command": command(),
-        "quick": args.quick,
-        "rounds": rounds,
-        "min_sample_s": min_sample_s,
-        "latency_calls": latency_calls,
-        "threads": thread_counts,
-        "touch_llc": TOUCH_LLC,
-        "machine": machine,
-        "missing": missing,
-        "cases": records,
-    }
-    header, table_rows, notes = rows(results)
-    print(text_table(header, table_rows))
-    for i, note in enumerate(notes, 1):
-        print(f"[{i}] {note}")
-    print(floor_statement(records, [SUBJECT, *(p for p in PEERS if p not in missing)]))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "service table")
-    failed = [r["name"] for r in records if r["errors"]]
-    if failed:
-        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+
+def text(results: dict[str, Any]) -> str:
+    header, table, notes = rows(results)
+    peers = [p for p in FAMILIES if p not in results["missing"]]
+    return "\n".join(
+        [
+            text_table(header, table),
+            *(f"[{i}] {note}" for i, note in enumerate(notes, 1)),
+            floor_statement(results["cases"], [SUBJECT, *peers]),
+        ]
+    )
