@@ -257,7 +257,8 @@ def _parser(name: str, suite: ModuleType) -> argparse.ArgumentParser:
         "--quick", action="store_true", help="tiny sizes and few rounds: checks that it runs"
     )
     if cases:
-        parser.add_argument("--cases", help="comma-separated case names (default: all)")
+        default = ",".join(getattr(suite, "DEFAULT_CASES", ())) or "all"
+        parser.add_argument("--cases", help=f"comma-separated case names (default: {default})")
     parser.add_argument(
         "--rounds", type=int, help=f"interleaved rounds (default {full}, quick {quick})"
     )
