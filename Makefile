@@ -88,76 +88,77 @@ test-rust:
 stress:
 	$(PYTHON) -m pytest tests -m stress
 
-## bench-quick: every benchmark script on tiny sizes: they run and the candidates agree
+## bench-quick: every benchmark suite (python -m benches <suite>) on tiny sizes: they run and
+## the candidates agree
 bench-quick:
 	$(PYTHON) -m ndgather --quick
-	$(PYTHON) benches/compare.py --quick
-	$(PYTHON) benches/compare.py --peers numpy --quick
-	$(PYTHON) benches/access_pattern.py --quick
-	$(PYTHON) benches/dask_gather.py --quick
-	$(PYTHON) benches/service.py --quick
-	$(PYTHON) benches/cast.py --quick
-	$(PYTHON) benches/prepared.py --quick
-	$(PYTHON) benches/quantized.py --quick
-	$(PYTHON) benches/zarr_floor.py --quick
+	$(PYTHON) -m benches compare --quick
+	$(PYTHON) -m benches compare --peers numpy --quick
+	$(PYTHON) -m benches access --quick
+	$(PYTHON) -m benches dask --quick
+	$(PYTHON) -m benches service --quick
+	$(PYTHON) -m benches cast --quick
+	$(PYTHON) -m benches prepared --quick
+	$(PYTHON) -m benches quantized --quick
+	$(PYTHON) -m benches zarr-floor --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
 bench:
-	$(PYTHON) benches/compare.py --peers numpy --json $(BENCH_JSON)
+	$(PYTHON) -m benches compare --peers numpy --json $(BENCH_JSON)
 	$(MAKE) bench-doc
 
 ## bench-doc: put the table of the last `make bench` into docs/performance.md
 bench-doc:
-	$(PYTHON) benches/report.py $(BENCH_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches report $(BENCH_JSON) --doc docs/performance.md
 
 ## bench-peers: ndgather against NumPy, onnxruntime, OpenVINO and TensorFlow (pip install
 ## ".[bench]"), all threads and one thread; then their tables in docs/performance.md, the
 ## README's summary table and docs/benchmark.png. Build with `maturin develop --release`
 ## first: that is what users get.
 bench-peers:
-	$(PYTHON) benches/compare.py --json $(PEERS_JSON)
-	$(PYTHON) benches/compare.py --threads 1 --json $(PEERS_1T_JSON)
-	$(PYTHON) benches/plot.py $(PEERS_JSON) --one-thread $(PEERS_1T_JSON) \
+	$(PYTHON) -m benches compare --json $(PEERS_JSON)
+	$(PYTHON) -m benches compare --threads 1 --json $(PEERS_1T_JSON)
+	$(PYTHON) -m benches plot $(PEERS_JSON) --one-thread $(PEERS_1T_JSON) \
 		--png docs/benchmark.png --doc docs/performance.md --readme README.md
 
 ## bench-access: the large row gathers with random, run-wise and sequential indices beside the
 ## copy limits (how much of the time is where the reads land); the table goes into
 ## docs/performance.md
 bench-access:
-	$(PYTHON) benches/access_pattern.py --json $(ACCESS_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches access --json $(ACCESS_JSON) --doc docs/performance.md
 
 ## bench-dask: ndgather.dask against dask's own gathers and in-memory ndgather (pip install
 ## ".[dask]"), threaded scheduler and a 2-process LocalCluster; the table goes into
 ## docs/performance.md
 bench-dask:
-	$(PYTHON) benches/dask_gather.py --json $(DASK_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches dask --json $(DASK_JSON) --doc docs/performance.md
 
 ## bench-service: per-request batches (1 to 4096 random ids) from tables far larger than the
 ## caches, ndgather against NumPy, PyTorch, JAX and numba (those installed) and the measured
 ## limits (benches/floor/, built with cargo), one thread and all threads, medians and p50/p99;
 ## the table goes into docs/performance.md
 bench-service:
-	$(PYTHON) benches/service.py --json $(SERVICE_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches service --json $(SERVICE_JSON) --doc docs/performance.md
 
 ## bench-cast: dtype= (float16, bfloat16, int8 tables gathered into float32) against the same
 ## gather from a float32 table, np.take().astype() and torch's index_select().to(), on the
 ## service batches and the 1M-rows case; the table goes into docs/performance.md
 bench-cast:
-	$(PYTHON) benches/cast.py --json $(CAST_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches cast --json $(CAST_JSON) --doc docs/performance.md
 
 ## bench-prepared: a prepared gather (ndgather.prepare_gather_nd once, then 10 calls) against
 ## 10 one-shot calls, on the 2M-points and 1M-rows cases; the table goes into
 ## docs/performance.md
 bench-prepared:
-	$(PYTHON) benches/prepared.py --json $(PREPARED_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches prepared --json $(PREPARED_JSON) --doc docs/performance.md
 
 ## bench-quantized: com.microsoft GatherBlockQuantized, 1,024 token ids from a (151936, 4096)
 ## 4-bit table (uint8-packed, block 32, float32 scales), ndgather against an onnxruntime
 ## session of the one-node model and the NumPy idiom, results bit-identical; the table goes
 ## into docs/performance.md
 bench-quantized:
-	$(PYTHON) benches/quantized.py --json $(QUANTIZED_JSON) --doc docs/performance.md
+	$(PYTHON) -m benches quantized --json $(QUANTIZED_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

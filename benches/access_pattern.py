@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How much of a large gather's time is the order of its indices: the same gather, same
 shapes and bytes, with random, run-wise and sequential indices, beside the copy limits.
 
@@ -14,40 +13,31 @@ non-temporal stores); only where the reads land differs. If ``sequential`` runs 
 limits and ``random`` does not, the gap is what the machine charges for reading rows at
 random addresses, not work the kernel could skip.
 
-    python benches/access_pattern.py                     # every row case, 11 rounds
-    python benches/access_pattern.py --quick             # tiny sizes (CI: runs and agrees)
-    python benches/access_pattern.py --json bench-results/access.json --doc docs/performance.md
+    python -m benches access                     # every row case, 11 rounds
+    python -m benches access --quick             # tiny sizes (CI: runs and agrees)
+    python -m benches access --json bench-results/access.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import ndgather
 import numpy as np
-import peers
-from candidates import NotApplicable, ndgather_out
-from cases import CASES, Case, Inputs
-from report import (
-    chosen,
-    command,
-    describe_machine,
-    fmt_ratio,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    options,
-    refuse_dirty,
-    save,
-    text_table,
-    update_doc,
-)
-from timing import Call, run_interleaved
 
-ROW_CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
+from . import peers
+from .candidates import NotApplicable, ndgather_out
+from .cases import CASES as CASES
+from .cases import Case, Inputs
+from .report import fmt_ratio, fmt_seconds, markdown_table, provenance, text_table
+from .runner import Run
+from .timing import Call, run_interleaved
+
+DEFAULT_CASES = ("rows_1m_u8", "rows_1m_256b", "rows_1m_f64", "gather_axis0")
+ROUNDS = (11, 3)
+MIN_SAMPLE_S = (0.02, 0.001)
+TABLE = "access table"
 RUN = 64
 
 
@@ -74,7 +64,11 @@ def reference(case: Case, data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return np.take(data, indices, axis=case.axis)
 
 
-def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
+def measure(run: Run) -> list[dict[str, Any]]:
+    return run.each(run.cases, lambda case: measure_case(run, case))
+
+
+def measure_case(run: Run, case: Case) -> dict[str, Any]:
     inputs = case.build()
     calls: dict[str, Call] = {}
     for name, idx in patterns(inputs).items():
@@ -87,9 +81,8 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
         calls["copy 2 threads"] = peers.copy_two_threads(inputs)
     except NotApplicable:
         pass
-    for call in calls.values():
-        call()
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, run.rounds, run.min_sample_s, warm=True)
+    peers.release()
     return {
         "name": case.name,
         "description": case.description,
@@ -114,40 +107,14 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, table
 
 
+def text(results: dict[str, Any]) -> str:
+    return text_table(*rows(results["cases"]))
+
+
 def markdown(results: dict[str, Any]) -> str:
-    header, table = rows(results["cases"])
     return "\n\n".join(
         [
-            f"Median per call over {results['rounds']} interleaved rounds; commit "
-            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
-            f"{describe_machine(results['machine'])}.",
-            markdown_table(header, table),
+            f"Median per call over {results['rounds']} interleaved rounds; " + provenance(results),
+            markdown_table(*rows(results["cases"])),
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = options(__doc__, CASES, "11, quick 3", table=True)
-    args = parser.parse_args(argv)
-    cases = chosen(parser, args, CASES, default=ROW_CASES)
-    rounds = args.rounds or (3 if args.quick else 11)
-    min_sample_s = 0.001 if args.quick else 0.02
-    machine = machine_info({"ndgather": ndgather.__version__, "numpy": np.__version__})
-    if args.doc:  # before measuring: a run that cannot go into the docs is not started
-        refuse_dirty([machine], args.allow_dirty)
-    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
-    records = []
-    for case in cases:
-        records.append(run(case, rounds, min_sample_s))
-        peers.release()
-        print(f"  {case.name} done", flush=True)
-    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
-    print(text_table(*rows(records)))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "access table")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,8 +23,9 @@ from typing import Any
 
 import ndgather
 import numpy as np
-from cases import Inputs
-from timing import Call
+
+from .cases import Inputs
+from .timing import Call
 
 Prepare = Callable[[Inputs], Call | None]
 

@@ -1,10 +1,10 @@
-"""The fixed, named benchmark cases of ``cases.txt``, shared by every script in ``benches/``.
+"""The fixed, named benchmark cases of ``cases.txt``, shared by the suites of ``benches/``.
 
 A case says *what* is gathered (operator, shapes, dtype, attributes); it knows nothing of who
 does the gathering or how it is timed. Indices are drawn uniformly from each addressed axis
 with ``np.random.default_rng(seed)`` as int64, so every run and every candidate sees the same
 bytes. ``--quick`` runs use :meth:`Case.shrunk`, the same case with every dimension capped, to
-check that the scripts run and that the candidates agree without spending the time.
+check that the suites run and that the candidates agree without spending the time.
 """
 
 from __future__ import annotations

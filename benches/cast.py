@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A table kept narrow, used wide: rows gathered from a float16, bfloat16 or int8 table into
 float32 (``dtype=np.float32``), against the same gather from a float32 table (the same output
 bytes: the goal is at most 1.1x its time) and the peers' idioms, which convert in a second
@@ -7,41 +6,30 @@ pass: ``np.take(t, ids, axis=0).astype(np.float32)`` (goal: at most 0.5x) and
 
 Shapes: the service batches of ``service.py`` (1 to 4096 random ids, (1M, 128) tables) and
 the rows case of ``compare.py`` (1M random ids into (1M, 64) tables). Every call takes fresh
-ids from a cycle shared by all candidates (``cycle.py``), whose rows of the narrow table (the
-fewest bytes) add up to at least 4 times the last-level cache, so rows are not
-cache-resident. Every round times every
-candidate once, in rotating order; medians per call are reported.
+ids from a cycle shared by all candidates (``timing.Cycle``), whose rows of the narrow table
+(the fewest bytes) add up to at least 4 times the last-level cache, so rows are not
+cache-resident. Every round times every candidate once, in rotating order; medians per call
+are reported, and ratios as medians of the ratio within a round (``timing.paired_ratio``).
 
-    python benches/cast.py                   # full run
-    python benches/cast.py --quick           # tiny tables, 2 rounds (CI: runs, agrees)
-    python benches/cast.py --json bench-results/cast.json --doc docs/performance.md
+    python -m benches cast                   # full run
+    python -m benches cast --quick           # tiny tables, 2 rounds (CI: runs, agrees)
+    python -m benches cast --json bench-results/cast.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-from collections.abc import Sequence
-from pathlib import Path
+import functools
 from typing import Any
 
 import ml_dtypes
 import ndgather
 import numpy as np
-from cycle import Candidate, Cycle, CycleTimer
-from report import (
-    command,
-    describe_machine,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    refuse_dirty,
-    save,
-    update_doc,
-)
-from service import llc_bytes
-from timing import calls_per_sample, keep_resident, settle
+
+from .report import fmt_seconds, markdown_table
+from .runner import Run, describe_machine
+from .service import llc_bytes
+from .timing import Cycle, Statement, keep_resident, paired_ratio, run_interleaved
 
 SOURCES = {
     "float16": np.dtype(np.float16),
@@ -51,6 +39,10 @@ SOURCES = {
 TORCH_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "int8": "int8"}
 SETTLE_S = 0.002
 LLC_TIMES = 4
+ROUNDS = (15, 2)
+MIN_SAMPLE_S = (0.005, 0.005)
+TABLE = "cast table"
+PEERS = ("torch",)
 
 
 def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -63,14 +55,14 @@ def tables(rows: int, width: int, rng: np.random.Generator) -> dict[str, np.ndar
     return out
 
 
-def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candidate]:
+def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Statement]:
     names = {"ndgather": ndgather, "np": np, "t": t[narrow], "t32": t["float32"]}
     cands = [
-        Candidate(
+        Statement(
             "ndgather dtype=float32", "ndgather", "ndgather.gather(t, _i, dtype=np.float32)", names
         ),
-        Candidate("ndgather float32 table", "same bytes", "ndgather.gather(t32, _i)", names),
-        Candidate(
+        Statement("ndgather float32 table", "same bytes", "ndgather.gather(t32, _i)", names),
+        Statement(
             "np.take().astype()", "numpy", "np.take(t, _i, axis=0).astype(np.float32)", names
         ),
     ]
@@ -82,7 +74,7 @@ def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candid
         )
         tnames = {"torch": torch, "tt": tt}
         cands.append(
-            Candidate(
+            Statement(
                 "torch index_select().to()",
                 "torch",
                 "torch.index_select(tt, 0, torch.from_numpy(_i)).to(torch.float32)",
@@ -92,23 +84,18 @@ def candidates(narrow: str, t: dict[str, np.ndarray], torch: Any) -> list[Candid
     return cands
 
 
-def run_case(
-    narrow: str,
-    t: dict[str, np.ndarray],
-    batch: int,
-    rounds: int,
-    llc: int,
-    min_sample_s: float,
-    torch: Any,
-    seed: int,
+def measure_case(
+    run: Run, t: dict[str, np.ndarray], narrow: str, batch: int, seed: int
 ) -> dict[str, Any]:
     rows, width = t["float32"].shape
+    llc = run.results["llc_bytes"]
     # The cycle's rows of the narrow table (the fewest bytes) add up to LLC_TIMES the LLC.
     nb = max(2, -(-LLC_TIMES * llc // (batch * width * t[narrow].itemsize)))
     rng = np.random.default_rng(seed)
     batches = list(rng.integers(0, rows, size=(nb, batch)))
-    cands = candidates(narrow, t, torch)
+    cands = candidates(narrow, t, run.peers.get("torch"))
     record: dict[str, Any] = {
+        "name": f"{narrow} ({rows}, {width}) x{batch}",
         "source": narrow,
         "table_shape": [rows, width],
         "batch": batch,
@@ -127,45 +114,14 @@ def run_case(
     if record["errors"]:
         return record
     cycle = Cycle(batches)
-    timers = {c.name: CycleTimer(c.stmt, c.names, cycle) for c in cands}
-    per = {}
-    for n, tm in timers.items():
-        tm.timeit(1)
-        per[n] = calls_per_sample(tm, min_sample_s)
-    samples: dict[str, list[float]] = {n: [] for n in timers}
-    names = list(timers)
-    for r in range(rounds):
-        keep_resident(t[narrow], t["float32"])
-        shift = r % len(names)
-        for n in names[shift:] + names[:shift]:
-            settle(SETTLE_S)
-            timers[n].timeit(1)
-            samples[n].append(timers[n].timeit(per[n]) / per[n])
+    resident = functools.partial(keep_resident, t[narrow], t["float32"])
+    timers = {c.name: c.timer(cycle) for c in cands}
+    timings = run_interleaved(
+        timers, run.rounds, run.min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+    )
     for c in cands:
-        record["candidates"][c.name] = {
-            "family": c.family,
-            "median_s": statistics.median(samples[c.name]),
-            "samples_s": samples[c.name],
-        }
+        record["candidates"][c.name] = {"family": c.family, **timings[c.name].record()}
     return record
-
-
-def paired_ratio(candidates: dict[str, Any], subject: str) -> Any:
-    """The ratio of ``subject`` to another candidate: the median over rounds of their ratio
-    within each round (the two samples of a round are timed milliseconds apart). The shared
-    VM slows down and speeds up over seconds to minutes, and a median taken of each
-    candidate's samples apart turns such a drift into a ratio: in one run the 1-id
-    ``bfloat16`` case came out 1.27x the float32 table by medians (every 1-id time 20-60%
-    above a quiet run's) and 1.14x paired; in one process, interleaving 5,000-call samples
-    of seven ways to call, medians put a ``bfloat16`` 1-id cast 1.20x the float32 gather
-    where the paired ratio was 1.00x."""
-    mine = candidates[subject]["samples_s"]
-
-    def ratio(other: str) -> float:
-        theirs = candidates[other]["samples_s"]
-        return statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
-
-    return ratio
 
 
 def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -197,7 +153,8 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         c = {k: v["median_s"] for k, v in rec["candidates"].items()}
         me = c["ndgather dtype=float32"]
         torch_t = c.get("torch index_select().to()")
-        ratio = paired_ratio(rec["candidates"], "ndgather dtype=float32")
+        s = {k: v["samples_s"] for k, v in rec["candidates"].items()}
+        mine = s["ndgather dtype=float32"]
         out.append(
             [
                 rec["source"],
@@ -207,9 +164,9 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 fmt_seconds(c["ndgather float32 table"]),
                 fmt_seconds(c["np.take().astype()"]),
                 fmt_seconds(torch_t) if torch_t else "-",
-                f"{ratio('ndgather float32 table'):.2f}x",
-                f"{ratio('np.take().astype()'):.2f}x",
-                f"{ratio('torch index_select().to()'):.2f}x" if torch_t else "-",
+                f"{paired_ratio(mine, s['ndgather float32 table']):.2f}x",
+                f"{paired_ratio(mine, s['np.take().astype()']):.2f}x",
+                f"{paired_ratio(mine, s['torch index_select().to()']):.2f}x" if torch_t else "-",
             ]
         )
     return head, out
@@ -229,29 +186,20 @@ def markdown(results: dict[str, Any]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="tiny tables, 2 rounds (CI)")
-    p.add_argument(
-        "--rounds", type=int, default=None, help="interleaved rounds (default 15, quick 2)"
-    )
-    p.add_argument("--min-sample-time", type=float, default=0.005)
-    p.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
-    p.add_argument("--batches", help="comma-separated batch sizes (default: all)")
-    p.add_argument("--json", type=Path, help="write the results here")
-    p.add_argument("--doc", type=Path, help="put the table between its markers here")
-    p.add_argument(
-        "--allow-dirty", action="store_true", help="record a run of a dirty tree in --doc"
-    )
-    args = p.parse_args(argv)
-    rounds = args.rounds or (2 if args.quick else 15)
-    if args.doc and (args.sources or args.batches):
-        p.error("--doc records the whole table: not with --sources or --batches")
-    try:
-        import torch  # type: ignore[import-not-found]
-    except ImportError:
-        torch = None
-    llc = 1 << 20 if args.quick else llc_bytes()
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sources", help="comma-separated narrow dtypes (default: all)")
+    parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
+
+
+def load(run: Run) -> None:
+    if run.args.doc and (run.args.sources or run.args.batches):
+        run.parser.error("--doc records the whole table: not with --sources or --batches")
+    llc = 1 << 20 if run.quick else llc_bytes()
+    run.results.update(threads=ndgather.get_num_threads(), llc_bytes=llc, llc_times=LLC_TIMES)
+
+
+def measure(run: Run) -> list[dict[str, Any]]:
+    args = run.args
     rng = np.random.default_rng(17)
     shapes = (
         [((4096, 128), [1, 8, 64]), ((4096, 64), [4096])]
@@ -261,44 +209,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             ((1_000_000, 64), [1_000_000]),
         ]
     )
-    results: dict[str, Any] = {
-        "benchmark": "cast",
-        "command": command(),
-        "rounds": rounds,
-        "threads": ndgather.get_num_threads(),
-        "llc_bytes": llc,
-        "llc_times": LLC_TIMES,
-        "machine": machine_info(
-            {"ndgather": ndgather.__version__, "numpy": np.__version__}
-            | ({"torch": torch.__version__} if torch else {})
-        ),
-        "cases": [],
-    }
     sources = args.sources.split(",") if args.sources else list(SOURCES)
     wanted = {int(b) for b in args.batches.split(",")} if args.batches else None
+    records: list[dict[str, Any]] = []
     seed = 0
     for shape, batches in shapes:
         if wanted is not None and not wanted.intersection(batches):
             continue
         t = tables(*shape, rng)
+        todo = []
         for batch in batches:
             for narrow in SOURCES:
                 seed += 1  # the same seed for a case whatever is left out
-                if narrow not in sources or (wanted is not None and batch not in wanted):
-                    continue
-                rec = run_case(narrow, t, batch, rounds, llc, args.min_sample_time, torch, seed)
-                results["cases"].append(rec)
-                print(
-                    f"  {narrow} {shape} x{batch}: {'ERROR' if rec['errors'] else 'ok'}", flush=True
-                )
+                if narrow in sources and (wanted is None or batch in wanted):
+                    todo.append((narrow, batch, seed))
+        records += run.each(todo, lambda case, t=t: measure_case(run, t, *case))
         del t
-    print(markdown(results))
-    save(results, args.json)
-    if args.doc:
-        refuse_dirty([results["machine"]], args.allow_dirty)
-        update_doc(args.doc, markdown(results), "cast table")
-    return 1 if any(r["errors"] for r in results["cases"]) else 0
+    return records
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def text(results: dict[str, Any]) -> str:
+    return markdown(results)

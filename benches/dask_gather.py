@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ndgather.dask against dask's own gathers and against in-memory ndgather.
 
 Cases (all float32, random indices, fixed seed):
@@ -27,18 +26,16 @@ bound "chunks touched + twice the output":
 * ``rows`` only: ``ndgather.dask`` on a ``distributed.LocalCluster`` of 2 worker processes
   (1 thread each), data persisted on the workers, the result fetched to the client.
 
-    python benches/dask_gather.py                       # every case, 5 rounds
-    python benches/dask_gather.py --quick               # tiny sizes, 2 rounds (CI)
-    python benches/dask_gather.py --json bench-results/dask.json --doc docs/performance.md
+    python -m benches dask                       # every case, 5 rounds
+    python -m benches dask --quick               # tiny sizes, 2 rounds (CI)
+    python -m benches dask --json bench-results/dask.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,23 +46,16 @@ import dask.array as da
 import ndgather
 import ndgather.dask as ngd
 import numpy as np
-from report import (
-    chosen,
-    command,
-    describe_machine,
-    fmt_ratio,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    options,
-    refuse_dirty,
-    save,
-    text_table,
-    update_doc,
-)
-from timing import Call, run_interleaved
+
+from .report import fmt_ratio, fmt_seconds, markdown_table, provenance, text_table
+from .runner import Run
+from .timing import Call, run_interleaved
 
 SEED = 11
+ROUNDS = (5, 2)
+MIN_SAMPLE_S = (0.05, 0.001)
+TABLE = "dask table"
+PEERS = ("dask",)
 
 
 @dataclass(frozen=True)
@@ -228,7 +218,12 @@ def in_memory(case: Case, data: np.ndarray, idx: np.ndarray) -> Callable[[], Any
     return lambda: ndgather.gather_nd(data, idx, case.batch_dims)
 
 
-def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str, Any]:
+def measure(run: Run) -> list[dict[str, Any]]:
+    with dask.config.set(scheduler="threads"), tempfile.TemporaryDirectory() as tmp:
+        return run.each(run.cases, lambda case: measure_case(run, case, Path(tmp)))
+
+
+def measure_case(run: Run, case: Case, workdir: Path) -> dict[str, Any]:
     rng = np.random.default_rng(SEED)
     data, idx = build(case, rng)
     x = da.from_array(data, chunks=case.chunks).persist()
@@ -265,7 +260,9 @@ def run(case: Case, rounds: int, min_sample_s: float, workdir: Path) -> dict[str
                 raise SystemExit(f"{case.name}: {name} disagrees with in-memory ndgather")
             del got
         del want
-        timings = run_interleaved({n: Call(c) for n, c in calls.items()}, rounds, min_sample_s)
+        timings = run_interleaved(
+            {n: Call(c) for n, c in calls.items()}, run.rounds, run.min_sample_s
+        )
         peak = peak_growth(calls["ndgather.dask"])
     finally:
         if client is not None and cluster is not None:
@@ -336,48 +333,16 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, table
 
 
+def text(results: dict[str, Any]) -> str:
+    return text_table(*rows(results["cases"]))
+
+
 def markdown(results: dict[str, Any]) -> str:
-    header, table = rows(results["cases"])
     cases = "; ".join(f"`{r['name']}`: {r['description']}" for r in results["cases"])
     return "\n\n".join(
         [
-            markdown_table(header, table),
+            markdown_table(*rows(results["cases"])),
             f"Median per call (graph, compute, result as a NumPy array) over {results['rounds']} "
-            f"interleaved rounds, threaded scheduler; {cases}. Commit "
-            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
-            f"{describe_machine(results['machine'])}.",
+            f"interleaved rounds, threaded scheduler; {cases}; " + provenance(results),
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = options(__doc__, CASES, "5, quick 2", table=True)
-    args = parser.parse_args(argv)
-    cases = chosen(parser, args, CASES)
-    rounds = args.rounds or (2 if args.quick else 5)
-    min_sample_s = 0.001 if args.quick else 0.05
-    versions = {
-        "ndgather": ndgather.__version__,
-        "numpy": np.__version__,
-        "dask": dask.__version__,
-    }
-    machine = machine_info(versions, {"ndgather_threads": ndgather.get_num_threads()})
-    if args.doc:  # before measuring: a run that cannot go into the docs is not started
-        refuse_dirty([machine], args.allow_dirty)
-    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
-    records = []
-    with dask.config.set(scheduler="threads"), tempfile.TemporaryDirectory() as tmp:
-        for case in cases:
-            t0 = time.perf_counter()
-            records.append(run(case, rounds, min_sample_s, Path(tmp)))
-            print(f"  {case.name} done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
-    print(text_table(*rows(records)))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "dask table")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,17 +33,16 @@ import math
 import os
 import shutil
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import ndgather
 import numpy as np
-from candidates import Candidate, NotApplicable
-from cases import Inputs
-from timing import Call
+
+from .candidates import Candidate, NotApplicable
+from .cases import Inputs
+from .timing import Call, Repeated, seconds
 
 CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
@@ -127,33 +126,6 @@ def block_offsets(inputs: Inputs) -> tuple[np.ndarray, int]:
         which = ndgather.gather(numbers, inputs.indices, case.axis, case.batch_dims)
     block = block_elems * data.itemsize
     return (which.ravel() * block).astype(np.uint64), block
-
-
-# --------------------------------------------------------------------------- timing
-
-
-class _NativeTimer:
-    """A ``timeit.Timer`` look-alike whose ``timeit(number)`` is one native call that repeats
-    the work ``number`` times."""
-
-    def __init__(self, run: Callable[[int], object]) -> None:
-        self.run = run
-
-    def timeit(self, number: int) -> float:
-        start = time.perf_counter()
-        self.run(number)
-        return time.perf_counter() - start
-
-
-@dataclass(frozen=True)
-class Repeated(Call):
-    """``fn(*args, reps)``: a native kernel that repeats itself; see :class:`_NativeTimer`."""
-
-    def __call__(self) -> Any:
-        return self.fn(*self.args, 1)
-
-    def timer(self) -> Any:
-        return _NativeTimer(lambda n: self.fn(*self.args, n))
 
 
 @dataclass(frozen=True)
@@ -241,9 +213,7 @@ class ReadFloor:
             elapsed: dict[ReadSetting, list[float]] = {s: [] for s in todo}
             for _ in range(tries):  # interleaved, so that a burst of load hits every setting
                 for s in todo:
-                    start = time.perf_counter()
-                    self.run(s, first, count, reps)
-                    elapsed[s].append((time.perf_counter() - start) / reps)
+                    elapsed[s].append(seconds(self.run, s, first, count, reps) / reps)
                     first = (first + count) % self.n
             times.update({s.label(): min(e) for s, e in elapsed.items()})
 
@@ -287,9 +257,7 @@ def write_floor_call(nbytes: int, threads: int, tries: int = 3) -> tuple[Call, d
     elapsed: dict[tuple[int, bool], list[float]] = {s: [] for s in settings}
     for _ in range(tries):
         for t, nt in settings:
-            start = time.perf_counter()
-            lib.floor_write(address, nbytes, reps, t, nt)
-            elapsed[(t, nt)].append((time.perf_counter() - start) / reps)
+            elapsed[(t, nt)].append(seconds(lib.floor_write, address, nbytes, reps, t, nt) / reps)
     t, nt = min(settings, key=lambda s: min(elapsed[s]))
 
     def write(reps: int, _keep: np.ndarray = dst) -> None:

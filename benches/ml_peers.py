@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from candidates import Candidate
-from cases import Case, Inputs
-from timing import Call
+
+from .candidates import Candidate
+from .cases import Case, Inputs
+from .timing import Call
 
 ML_RUNTIMES = ("torch", "jax", "numba")
 
@@ -209,6 +210,14 @@ def jax_get(inputs: Inputs) -> Call:
     return Call(run)
 
 
+def configure_jax(jax: Any) -> None:
+    """64-bit types on (int64 ids stay int64), the CPU only, and every call run on the calling
+    thread (no hand-off to a dispatch thread per call)."""
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
 def _load_jax(threads: int | None) -> tuple[str, list[Candidate], dict[str, Any]]:
     if threads is not None and "jax" not in sys.modules:
         flags = os.environ.get("XLA_FLAGS", "")
@@ -216,10 +225,7 @@ def _load_jax(threads: int | None) -> tuple[str, list[Candidate], dict[str, Any]
             f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads={threads}"
         ).strip()
     jax = _jax()
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_platforms", "cpu")
-    # Run on the calling thread: no hand-off to a dispatch thread per call.
-    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    configure_jax(jax)
     v = jax.__version__
     return (
         v,

@@ -42,12 +42,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from candidates import Candidate, NotApplicable
-from cases import Case, Inputs
-from ml_peers import LOADERS as ML_LOADERS
-from ml_peers import ML_RUNTIMES
-from ml_peers import release as ml_release
-from timing import Call
+
+from .candidates import Candidate, NotApplicable
+from .cases import Case, Inputs
+from .ml_peers import LOADERS as ML_LOADERS
+from .ml_peers import ML_RUNTIMES
+from .ml_peers import release as ml_release
+from .timing import Call
 
 #: Families of runtimes (this module's, then ml_peers'), in table order.
 RUNTIMES = ("onnxruntime", "openvino", "tensorflow", *ML_RUNTIMES)

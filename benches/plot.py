@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """The peers tables of docs/performance.md, the README summary and ``docs/benchmark.png``,
 from ``compare.py`` results.
 
 Nothing is measured here: everything is rendered from the JSON of a run (and, optionally, of
 its ``--threads 1`` run), so the tables and the plot always show the same numbers::
 
-    python benches/compare.py --json bench-results/compare.json
-    python benches/compare.py --threads 1 --json bench-results/compare-1t.json
-    python benches/plot.py bench-results/compare.json --one-thread bench-results/compare-1t.json \\
+    python -m benches compare --json bench-results/compare.json
+    python -m benches compare --threads 1 --json bench-results/compare-1t.json
+    python -m benches plot bench-results/compare.json --one-thread bench-results/compare-1t.json \\
         --png docs/benchmark.png --doc docs/performance.md --readme README.md
 
 ``--doc`` fills the "peers table" block, ``--readme`` the "summary table" block (per case:
@@ -23,16 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from report import (
+from .report import (
     FAMILY_NAMES,
-    add_allow_dirty,
     best_peer,
-    describe_machine,
     fmt_ratio,
     fmt_seconds,
     limit,
@@ -40,9 +36,8 @@ from report import (
     median,
     peer_markdown,
     ratio,
-    refuse_dirty,
-    update_doc,
 )
+from .runner import describe_machine, doc_options, refuse_dirty, update_doc
 
 COLOURS = {
     "ndgather": "#d62728",
@@ -222,15 +217,15 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join([*lines, line])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, help="JSON written by compare.py --json")
-    parser.add_argument("--one-thread", type=Path, help="JSON of compare.py --threads 1")
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, help="JSON written by compare --json")
+    parser.add_argument("--one-thread", type=Path, help="JSON of compare --threads 1")
     parser.add_argument("--png", type=Path, help="write the plot here (docs/benchmark.png)")
-    parser.add_argument("--doc", type=Path, help="fill the peers block (docs/performance.md)")
+    doc_options(parser, "fill the peers block (docs/performance.md)")
     parser.add_argument("--readme", type=Path, help="fill the summary block (README.md)")
-    add_allow_dirty(parser)
-    args = parser.parse_args(argv)
+
+
+def render(args: argparse.Namespace) -> int:
     results = json.loads(args.results.read_text(encoding="utf-8"))
     one_thread = (
         json.loads(args.one_thread.read_text(encoding="utf-8")) if args.one_thread else None
@@ -253,7 +248,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.doc or args.readme):
         print(markdown + "\n\n" + summary)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Prepared gathers: one set of indices used on many arrays of one shape, prepared once
 (``ndgather.prepare_gather_nd``) against a one-shot ``ndgather.gather_nd`` per array.
 
@@ -15,37 +14,37 @@ The arrays are ``--distinct`` (2 by default) different arrays used in turn, each
 than the caches, so that no call finds the previous one's data in cache; more cost memory,
 not realism. Every candidate is checked against the one-shot result first.
 
-    python benches/prepared.py                    # points_2m, rows_1m_256b, 11 rounds
-    python benches/prepared.py --quick            # tiny sizes (CI: runs and agrees)
-    python benches/prepared.py --json bench-results/prepared.json --doc docs/performance.md
+    python -m benches prepared                    # points_2m, rows_1m_256b, 11 rounds
+    python -m benches prepared --quick            # tiny sizes (CI: runs and agrees)
+    python -m benches prepared --json bench-results/prepared.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections.abc import Sequence
 from typing import Any
 
 import ndgather
 import numpy as np
-from cases import CASES, Case
-from report import (
-    chosen,
-    command,
-    describe_machine,
-    fmt_ratio,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    options,
-    refuse_dirty,
-    save,
-    text_table,
-    update_doc,
-)
-from timing import Call, run_interleaved
+
+from .cases import CASES as CASES
+from .cases import Case
+from .report import fmt_ratio, fmt_seconds, markdown_table, provenance, text_table
+from .runner import Run
+from .timing import Call, run_interleaved
 
 DEFAULT_CASES = ("points_2m", "rows_1m_256b")
+ROUNDS = (11, 3)
+MIN_SAMPLE_S = (0.05, 0.001)
+TABLE = "prepared table"
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arrays", type=int, default=10, help="arrays per batch (default 10)")
+    parser.add_argument(
+        "--distinct", type=int, default=2, help="different arrays used in turn (default 2)"
+    )
 
 
 def one_shot(arrays: Sequence[np.ndarray], indices: np.ndarray) -> None:
@@ -64,11 +63,14 @@ def prepared_calls(arrays: Sequence[np.ndarray], p: ndgather.PreparedGather) -> 
         p(a)
 
 
-def run(
-    case: Case, n_arrays: int, distinct: int, rounds: int, min_sample_s: float
-) -> dict[str, Any]:
+def measure(run: Run) -> list[dict[str, Any]]:
+    return run.each(run.cases, lambda case: measure_case(run, case))
+
+
+def measure_case(run: Run, case: Case) -> dict[str, Any]:
+    n_arrays, distinct = run.args.arrays, run.args.distinct
     if case.op != "gather_nd":
-        raise SystemExit(f"{case.name}: prepared.py times gather_nd cases only")
+        raise SystemExit(f"{case.name}: the prepared suite times gather_nd cases only")
     inputs = case.build()
     rng = np.random.default_rng(2)
     pool = [inputs.data] + [
@@ -86,9 +88,7 @@ def run(
         f"prepare + {n_arrays}": Call(prepare_and_call, (arrays, idx)),
         f"{n_arrays} prepared": Call(prepared_calls, (arrays, p)),
     }
-    for call in calls.values():
-        call()
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, run.rounds, run.min_sample_s, warm=True)
     return {
         "name": case.name,
         "description": case.description,
@@ -125,43 +125,15 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, table
 
 
+def text(results: dict[str, Any]) -> str:
+    return text_table(*rows(results["cases"]))
+
+
 def markdown(results: dict[str, Any]) -> str:
-    header, table = rows(results["cases"])
     return "\n\n".join(
         [
-            markdown_table(header, table),
-            f"Median per batch of calls over {results['rounds']} interleaved rounds; commit "
-            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
-            f"{describe_machine(results['machine'])}.",
+            markdown_table(*rows(results["cases"])),
+            f"Median per batch of calls over {results['rounds']} interleaved rounds; "
+            + provenance(results),
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = options(__doc__, CASES, "11, quick 3", table=True)
-    parser.add_argument("--arrays", type=int, default=10, help="arrays per batch (default 10)")
-    parser.add_argument(
-        "--distinct", type=int, default=2, help="different arrays used in turn (default 2)"
-    )
-    args = parser.parse_args(argv)
-    cases = chosen(parser, args, CASES, default=DEFAULT_CASES)
-    rounds = args.rounds or (3 if args.quick else 11)
-    min_sample_s = 0.001 if args.quick else 0.05
-    machine = machine_info({"ndgather": ndgather.__version__, "numpy": np.__version__})
-    if args.doc:  # before measuring: a run that cannot go into the docs is not started
-        refuse_dirty([machine], args.allow_dirty)
-    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
-    records = []
-    for case in cases:
-        records.append(run(case, args.arrays, args.distinct, rounds, min_sample_s))
-        print(f"  {case.name} done", flush=True)
-    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
-    print(text_table(*rows(records)))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "prepared table")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Quantised embeddings: com.microsoft GatherBlockQuantized, ndgather against onnxruntime.
 
 Case ``llm_vocab``: 1,024 random token ids (int64, fixed seed) from a (151936, 4096) table of
@@ -16,39 +15,29 @@ rounds (``timing.py``), the same ids every call:
 * ``numpy``: the idiom without a runtime: ``data[ids]``, the nibbles split, then
   ``(codes - 8).astype(float32) * np.repeat(scales[ids], 32, axis=1)``.
 
-    python benches/quantized.py                     # 9 rounds
-    python benches/quantized.py --quick             # a small table, 2 rounds (CI: runs, agrees)
-    python benches/quantized.py --json bench-results/quantized.json --doc docs/performance.md
+    python -m benches quantized                     # 9 rounds
+    python -m benches quantized --quick             # a small table, 2 rounds (CI: runs, agrees)
+    python -m benches quantized --json bench-results/quantized.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import ndgather
 import ndgather.onnx as nx
 import numpy as np
-from report import (
-    chosen,
-    command,
-    describe_machine,
-    fmt_ratio,
-    fmt_seconds,
-    machine_info,
-    markdown_table,
-    options,
-    refuse_dirty,
-    save,
-    text_table,
-    update_doc,
-)
-from timing import Call, run_interleaved
+
+from .report import fmt_ratio, fmt_seconds, markdown_table, provenance, text_table
+from .runner import Run
+from .timing import Call, run_interleaved
 
 SEED = 19
+ROUNDS = (9, 2)
+MIN_SAMPLE_S = (0.1, 0.001)
+TABLE = "quantized table"
+PEERS = ("onnxruntime",)
 
 
 @dataclass(frozen=True)
@@ -145,7 +134,11 @@ def as_array(out: Any) -> np.ndarray:
     return np.asarray(out[0] if isinstance(out, list) else out)
 
 
-def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
+def measure(run: Run) -> list[dict[str, Any]]:
+    return run.each(run.cases, lambda case: measure_case(run, case))
+
+
+def measure_case(run: Run, case: Case) -> dict[str, Any]:
     data, scales, ids = build(case)
     calls = candidates(case, data, scales, ids)
     reference_name = "onnxruntime" if "onnxruntime" in calls else "numpy"
@@ -156,7 +149,7 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
             got.view(np.uint32), reference.view(np.uint32)
         ):
             raise SystemExit(f"{case.name}: {name} is not bit-identical to {reference_name}")
-    timings = run_interleaved(calls, rounds, min_sample_s)
+    timings = run_interleaved(calls, run.rounds, run.min_sample_s)
     medians = {name: t.median for name, t in timings.items()}
     return {
         "name": case.name,
@@ -167,10 +160,7 @@ def run(case: Case, rounds: int, min_sample_s: float) -> dict[str, Any]:
         "ids": case.ids,
         "output_bytes": int(reference.nbytes),
         "bit_identical_to": reference_name,
-        "candidates": {
-            name: {"median_s": t.median, "min_s": t.min, "max_s": t.max, "samples_s": t.samples}
-            for name, t in timings.items()
-        },
+        "candidates": {name: t.record() for name, t in timings.items()},
         "ratio_onnxruntime": (
             medians["ndgather"] / medians["onnxruntime"] if "onnxruntime" in medians else None
         ),
@@ -202,49 +192,16 @@ def rows(records: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]
     return header, table
 
 
+def text(results: dict[str, Any]) -> str:
+    return text_table(*rows(results["cases"]))
+
+
 def markdown(results: dict[str, Any]) -> str:
-    header, table = rows(results["cases"])
     cases = "; ".join(f"`{r['name']}`: {r['description']}" for r in results["cases"])
     return "\n\n".join(
         [
-            markdown_table(header, table),
+            markdown_table(*rows(results["cases"])),
             f"Median per call over {results['rounds']} interleaved rounds, every result "
-            f"bit-identical to onnxruntime's; {cases}. Commit "
-            f"{results['machine'].get('git_commit') or '?'}; command: `{results['command']}`; "
-            f"{describe_machine(results['machine'])}.",
+            f"bit-identical to onnxruntime's; {cases}; " + provenance(results),
         ]
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = options(__doc__, CASES, "9, quick 2", table=True)
-    args = parser.parse_args(argv)
-    cases = chosen(parser, args, CASES)
-    rounds = args.rounds or (2 if args.quick else 9)
-    min_sample_s = 0.001 if args.quick else 0.1
-    versions = {"ndgather": ndgather.__version__, "numpy": np.__version__}
-    try:
-        import onnxruntime
-
-        versions["onnxruntime"] = onnxruntime.__version__
-    except ImportError:
-        print("onnxruntime is not installed: ndgather against NumPy only", flush=True)
-    machine = machine_info(versions, {"ndgather_threads": ndgather.get_num_threads()})
-    if args.doc:  # before measuring: a run that cannot go into the docs is not started
-        refuse_dirty([machine], args.allow_dirty)
-    print(f"machine: {describe_machine(machine)}; {rounds} interleaved rounds", flush=True)
-    records = []
-    for case in cases:
-        t0 = time.perf_counter()
-        records.append(run(case, rounds, min_sample_s))
-        print(f"  {case.name} done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    results = {"command": command(), "rounds": rounds, "machine": machine, "cases": records}
-    print(text_table(*rows(records)))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "quantized table")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,126 +1,23 @@
-"""Tables from benchmark records (the machine, text and Markdown tables), and what the
-benchmark scripts share: their options, their JSON, the tables they put in the docs.
+"""Tables from benchmark records: text and Markdown, the summaries of ``compare`` and its
+peers' tables.
 
-The tables render the JSON-ready records of :mod:`runner`, so a table can be regenerated
-from a stored run without re-measuring; run as a script, this renders the "NumPy, idiom by
-idiom" table of ``compare.py --peers numpy``::
+The tables render the JSON-ready records of the suites, so a table can be regenerated from a
+stored run without re-measuring; as the suite ``report``, this renders the "NumPy, idiom by
+idiom" table of ``compare --peers numpy``::
 
-    python benches/report.py bench-results/compare_numpy.json            # print Markdown
-    python benches/report.py bench-results/compare_numpy.json --doc docs/performance.md
+    python -m benches report bench-results/compare_numpy.json            # print Markdown
+    python -m benches report bench-results/compare_numpy.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import re
-import shlex
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cases import select
-
-# --------------------------------------------------------------------------- machine
-
-
-def _proc_field(path: str, key: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                name, _, value = line.partition(":")
-                if name.strip() == key:
-                    return value.strip()
-    except OSError:
-        pass
-    return None
-
-
-def _memory_gib() -> float | None:
-    total = _proc_field("/proc/meminfo", "MemTotal")  # "24684096 kB"
-    return round(int(total.split()[0]) / 2**20, 1) if total else None
-
-
-#: What recording a run writes (tables, plot, JSON): changes there leave the code measured
-#: as committed, so they do not make the tree dirty (one recording step runs after another).
-RECORD_OUTPUTS = ("docs", "README.md")
-
-
-def _git_commit(where: Path) -> str | None:
-    """The commit of the tree ``where`` is in, ``-dirty`` when it has changes (staged or not)
-    or untracked files outside :data:`RECORD_OUTPUTS`; ``None`` outside git."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=where, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        top = Path(git("rev-parse", "--show-toplevel"))
-        commit = git("rev-parse", "--short=12", "HEAD")
-        excluded = [f":(top,exclude){p}" for p in RECORD_OUTPUTS]
-        dirty = git("-C", str(top), "status", "--porcelain", "--", ".", *excluded)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return commit + ("-dirty" if dirty else "")
-
-
-def clean_commit(machine: Mapping[str, Any]) -> bool:
-    """Whether a run was recorded at a known commit of a clean tree."""
-    commit = machine.get("git_commit")
-    return bool(commit) and not str(commit).endswith("-dirty")
-
-
-def refuse_dirty(machines: Iterable[Mapping[str, Any]], allow_dirty: bool) -> None:
-    """Stop before a run from a dirty tree (or outside git) goes into the docs: its commit
-    would not say what code was measured. ``--allow-dirty`` writes it, marked ``-dirty``."""
-    bad = [str(m.get("git_commit") or "no git commit") for m in machines if not clean_commit(m)]
-    if bad and not allow_dirty:
-        raise SystemExit(
-            f"refusing to put a run recorded at {', '.join(bad)} into the docs: commit the code "
-            "first (changes under docs/ and README.md do not count), or pass --allow-dirty to "
-            "write it marked as such"
-        )
-
-
-def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> dict[str, Any]:
-    """What a reader needs to reproduce a run: CPU, cores, memory, OS, Python, library versions."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        usable = os.cpu_count() or 0
-    info = {
-        "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
-        "cores": os.cpu_count(),
-        "usable_cores": usable,
-        "memory_gib": _memory_gib(),
-        "os": platform.platform(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "versions": dict(versions),
-        "git_commit": _git_commit(Path(__file__).resolve().parent),
-        **extra,
-    }
-    if not clean_commit(info):
-        why = (
-            f"commit {info['git_commit']}: the tree has changes outside docs/ and README.md"
-            if info["git_commit"]
-            else "no commit: not in a git checkout"
-        )
-        print(f"warning: recording {why}; the run does not name the code measured", file=sys.stderr)
-    return info
-
-
-def describe_machine(machine: Mapping[str, Any]) -> str:
-    versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items())
-    return (
-        f"{machine['cpu']}, {machine['cores']} cores ({machine['usable_cores']} usable), "
-        f"{machine['memory_gib']} GiB; {machine['os']}; {machine['python']}; {versions}"
-    )
-
+from .runner import describe_machine, doc_options, refuse_dirty, update_doc
 
 # --------------------------------------------------------------------------- formatting
 
@@ -134,6 +31,15 @@ def fmt_seconds(s: float) -> str:
 
 def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
+
+
+def provenance(results: Mapping[str, Any]) -> str:
+    """The commit, command and machine of a run, as the tables' captions end."""
+    m = results["machine"]
+    return (
+        f"commit {m.get('git_commit') or '?'}; command: `{results['command']}`; "
+        f"{describe_machine(m)}."
+    )
 
 
 def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -457,92 +363,20 @@ def peer_markdown(
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- scripts
+# --------------------------------------------------------------------------- the report suite
 
 
-def options(doc: str, cases: Sequence[Any], rounds: str, table: bool) -> argparse.ArgumentParser:
-    """The options every benchmark script takes (``doc``: its docstring; ``table``: it writes
-    a table into docs/performance.md with ``--doc``)."""
-    parser = argparse.ArgumentParser(
-        description=doc.split("\n\n")[0], epilog="cases: " + ", ".join(c.name for c in cases)
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes and few rounds: checks that it runs"
-    )
-    parser.add_argument("--cases", help="comma-separated case names (default: all)")
-    parser.add_argument("--rounds", type=int, help=f"interleaved rounds (default {rounds})")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    if table:
-        parser.add_argument("--doc", type=Path, help="put the table between its markers here")
-        add_allow_dirty(parser)
-    return parser
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", type=Path, help="JSON of compare --peers numpy --json")
+    doc_options(parser)
 
 
-def add_allow_dirty(parser: argparse.ArgumentParser) -> None:
-    """``--allow-dirty``: see :func:`refuse_dirty`."""
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="write into the docs even a run from a tree with uncommitted changes (its commit "
-        "is marked -dirty)",
-    )
-
-
-def chosen(
-    parser: argparse.ArgumentParser,
-    args: argparse.Namespace,
-    cases: Sequence[Any],
-    default: Sequence[str] | None = None,
-) -> list[Any]:
-    """The cases ``--cases`` names (else ``default``, else all), shrunk with ``--quick``."""
-    try:
-        picked = select(args.cases.split(",") if args.cases else default, cases)
-    except KeyError as exc:
-        parser.error(exc.args[0])
-    return [c.shrunk() for c in picked] if args.quick else picked
-
-
-def command() -> str:
-    """The command line of this run, as the tables quote it."""
-    return shlex.join(["python", f"benches/{Path(sys.argv[0]).name}", *sys.argv[1:]])
-
-
-def save(results: Mapping[str, Any], path: Path | None) -> None:
-    """Write ``results`` as JSON to ``path``, if given."""
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {path}")
-
-
-def update_doc(path: Path, markdown: str, marker: str) -> None:
-    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``."""
-    begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
-    text = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
-    if not pattern.search(text):
-        raise SystemExit(f"{path}: no {begin} ... {end} markers")
-    block = f"{begin}\n{markdown}\n{end}"
-    path.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
-    print(f"updated {path}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, help="JSON of compare.py --peers numpy --json")
-    parser.add_argument("--doc", type=Path, help="put the table between its markers here")
-    add_allow_dirty(parser)
-    args = parser.parse_args(argv)
+def render(args: argparse.Namespace) -> int:
     results = json.loads(args.results.read_text(encoding="utf-8"))
-    if args.doc:
-        refuse_dirty([results["machine"]], args.allow_dirty)
     markdown = summary_markdown(results)
     if args.doc:
+        refuse_dirty([results["machine"]], args.allow_dirty)
         update_doc(args.doc, markdown, "bench table")
     else:
         print(markdown)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The call a Python service makes: a request's batch of random ids, rows of a table far
 larger than the caches, every call with fresh ids.
 
@@ -37,44 +36,40 @@ percentiles a service operator watches (p50, p99; each includes one ``perf_count
 ~50 ns). All candidates are checked equal to ``table.take`` on the first batches before
 timing.
 
-    python benches/service.py                      # full run
-    python benches/service.py --quick              # tiny tables, 3 rounds (CI: runs, agrees)
-    python benches/service.py --json bench-results/service.json --doc docs/performance.md
+    python -m benches service                      # full run
+    python -m benches service --quick              # tiny tables, 3 rounds (CI: runs, agrees)
+    python -m benches service --json bench-results/service.json --doc docs/performance.md
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
-import os
-import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import floor
 import ndgather
 import numpy as np
-from cycle import Candidate, Cycle, CycleTimer, FloorCandidate
-from report import (
-    command,
-    describe_machine,
+
+from . import floor
+from .ml_peers import configure_jax, numba_take
+from .report import (
+    FAMILY_NAMES,
     floor_beaten,
     floor_statement,
     floor_time,
     fmt_ratio,
     fmt_seconds,
-    machine_info,
     markdown_table,
-    save,
     text_table,
-    update_doc,
 )
-from report import limit as report_limit
-from timing import calls_per_sample, keep_resident, settle
+from .report import limit as report_limit
+from .runner import Run, describe_machine
+from .timing import Cycle, NativeTimer, Statement, keep_resident, latency_rounds, run_interleaved
 
 TABLES = {"rows_1m_128": (1_000_000, 128), "rows_4m_32": (4_000_000, 32)}
 QUICK_TABLES = {"rows_1m_128": (4096, 128), "rows_4m_32": (16384, 32)}
@@ -85,8 +80,11 @@ TOUCH_LLC = 4
 MIN_CYCLE = 64  # batches in a cycle at least, however large the batch
 SETTLE_S = 0.002  # pause before each sample: see timing.run_interleaved
 SUBJECT = "ndgather"
-PEERS = ("numpy", "torch", "jax", "numba")
-FAMILY_NAMES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX", "numba": "numba"}
+FAMILIES = ("numpy", "torch", "jax", "numba")
+ROUNDS = (11, 3)
+MIN_SAMPLE_S = (0.005, 0.0005)
+TABLE = "service table"
+PEERS = ("torch", "jax", "numba")
 
 
 def llc_bytes() -> int:
@@ -119,21 +117,21 @@ class Case:
 
 def candidates(
     table: np.ndarray, batch: int, loaded: dict[str, Any], threads: int
-) -> list[Candidate]:
+) -> list[Statement]:
     width, dtype = table.shape[1], table.dtype
     out = np.empty((batch, width), dtype=dtype)
     cands = [
-        Candidate("ndgather", SUBJECT, "fn(t, _i)", {"fn": ndgather.gather, "t": table}),
-        Candidate(
+        Statement("ndgather", SUBJECT, "fn(t, _i)", {"fn": ndgather.gather, "t": table}),
+        Statement(
             "ndgather out=",
             SUBJECT,
             "fn(t, _i, out=o)",
             {"fn": ndgather.gather, "t": table, "o": out},
             "o",
         ),
-        Candidate("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
-        Candidate("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
-        Candidate("numpy fancy", "numpy", "t[_i]", {"t": table}),
+        Statement("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
+        Statement("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
+        Statement("numpy fancy", "numpy", "t[_i]", {"t": table}),
     ]
     if "torch" in loaded:
         torch = loaded["torch"]
@@ -141,8 +139,8 @@ def candidates(
         o = np.empty((batch, width), dtype=dtype)
         names = {"fn": torch.index_select, "t": t, "f": torch.from_numpy}
         cands += [
-            Candidate("torch index_select", "torch", "fn(t, 0, f(_i))", names),
-            Candidate(
+            Statement("torch index_select", "torch", "fn(t, 0, f(_i))", names),
+            Statement(
                 "torch index_select out=",
                 "torch",
                 "fn(t, 0, f(_i), out=o)",
@@ -152,7 +150,7 @@ def candidates(
         ]
     if "jax" in loaded:
         cands.append(
-            Candidate(
+            Statement(
                 "jax at.get",
                 "jax",
                 "fn(t, _i).block_until_ready()",
@@ -164,8 +162,8 @@ def candidates(
             take, take_new = loaded["numba"](parallel)
             o = np.empty((batch, width), dtype=dtype)
             cands += [
-                Candidate(f"numba {kind}", "numba", "fn(t, _i)", {"fn": take_new, "t": table}),
-                Candidate(
+                Statement(f"numba {kind}", "numba", "fn(t, _i)", {"fn": take_new, "t": table}),
+                Statement(
                     f"numba {kind} out=",
                     "numba",
                     "fn(t, _i, o)",
@@ -176,36 +174,8 @@ def candidates(
     return cands
 
 
-def load_peers(threads: int) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """The optional peers that import: their handles, versions, and why the others did not."""
-    loaded: dict[str, Any] = {}
-    versions: dict[str, str] = {}
-    missing: dict[str, str] = {}
-    for name in ("torch", "jax", "numba"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            missing[name] = f"not installed ({exc})"
-            continue
-        versions[name] = module.__version__
-        if name == "torch":
-            loaded["torch"] = module
-        elif name == "jax":
-            module.config.update("jax_enable_x64", True)  # int64 ids stay int64
-            module.config.update("jax_platforms", "cpu")
-            # Run on the calling thread: no hand-off to a dispatch thread per call.
-            module.config.update("jax_cpu_enable_async_dispatch", False)
-
-            def get(t: Any, i: Any) -> Any:
-                return t.at[i].get(mode="promise_in_bounds")
-
-            loaded["jax"] = module
-            loaded["jax_fn"] = module.jit(get)
-        else:
-            from ml_peers import numba_take
-
-            loaded["numba"] = numba_take
-    return loaded, versions, missing
+def _jax_rows(t: Any, i: Any) -> Any:
+    return t.at[i].get(mode="promise_in_bounds")
 
 
 def set_threads(n: int, loaded: dict[str, Any]) -> None:
@@ -227,22 +197,12 @@ def cycle_batches(rows: int, row_bytes: int, batch: int, llc: int, quick: bool) 
     return max(MIN_CYCLE, -(-TOUCH_LLC * llc // (batch * row_bytes)))
 
 
-def run_case(
-    case: Case,
-    table: np.ndarray,
-    loaded: dict[str, Any],
-    *,
-    rounds: int,
-    min_sample_s: float,
-    latency_calls: int,
-    llc: int,
-    quick: bool,
-    seed: int,
-) -> dict[str, Any]:
+def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
+    loaded, quick = run.loaded, run.quick
     rows, width = table.shape
     row_bytes = width * table.itemsize
-    nb = cycle_batches(rows, row_bytes, case.batch, llc, quick)
-    rng = np.random.default_rng(seed)
+    nb = cycle_batches(rows, row_bytes, case.batch, run.machine["llc_bytes"], quick)
+    rng = np.random.default_rng(1000 + case.batch)
     flat = rng.integers(0, rows, size=nb * case.batch, dtype=np.int64).astype(case.index_dtype)
     batches = list(flat.reshape(nb, case.batch))
     set_threads(case.threads, loaded)
@@ -273,12 +233,9 @@ def run_case(
     if record["errors"]:
         return record
 
-    cycle = Cycle(batches)  # one for all: see cycle.Cycle
-    timers: dict[str, Any] = {}
-    families: dict[str, str] = {}
-    for c in cands:
-        timers[c.name] = CycleTimer(c.stmt, c.names, cycle)
-        families[c.name] = c.family
+    cycle = Cycle(batches)  # one for all: see timing.Cycle
+    timers: dict[str, Any] = {c.name: c.timer(cycle) for c in cands}
+    families = {c.name: c.family for c in cands}
     phase = time.perf_counter()
     why = floor.available()
     if why is None:
@@ -295,7 +252,7 @@ def run_case(
             return reader.run(setting, first * case.batch, number * case.batch, 1)
 
         writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
-        timers[floor.READ] = FloorCandidate(floor.READ, read).timer()
+        timers[floor.READ] = NativeTimer(read)
         timers[floor.WRITE] = writer.timer()
         families[floor.READ] = families[floor.WRITE] = floor.FAMILY
         record["floor_tuning"] = {**floor.tuning_record(setting, tried), "write": write_tuning}
@@ -304,45 +261,21 @@ def run_case(
 
     record["phases_s"] = {"floor tuning": time.perf_counter() - phase}
     phase = time.perf_counter()
-    names = list(timers)
-    per_sample = {}
-    for n in names:
-        timers[n].timeit(1)  # warm: the calibration must not start with a cold call
-        per_sample[n] = calls_per_sample(timers[n], min_sample_s)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds):
-        keep_resident(table)
-        shift = r % len(names)
-        for n in names[shift:] + names[:shift]:
-            settle(SETTLE_S)  # see timing.run_interleaved, as the untimed call here
-            timers[n].timeit(1)
-            samples[n].append(timers[n].timeit(per_sample[n]) / per_sample[n])
+
+    resident = functools.partial(keep_resident, table)
+    timings = run_interleaved(
+        timers, run.rounds, run.min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
+    )
     record["phases_s"]["rounds"] = time.perf_counter() - phase
     phase = time.perf_counter()
     # Calls timed one by one per candidate and round: --latency-calls, or fewer for slow
     # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
-    lat_n = {
-        c.name: max(10, min(latency_calls, int(0.02 / statistics.median(samples[c.name]))))
-        for c in cands
-    }
-    lat: dict[str, list[int]] = {c.name: [] for c in cands}
-    for r in range(rounds):
-        keep_resident(table)
-        shift = r % len(cands)
-        for c in cands[shift:] + cands[:shift]:
-            settle(SETTLE_S)
-            c.latencies(cycle, 1)  # untimed: wakes the candidate's threads
-            lat[c.name] += c.latencies(cycle, lat_n[c.name])
+    most = run.results["latency_calls"]
+    lat_n = {c.name: max(10, min(most, int(0.02 / timings[c.name].median))) for c in cands}
+    lat = latency_rounds(cands, cycle, run.rounds, lat_n, SETTLE_S, resident)
     record["phases_s"]["latencies"] = time.perf_counter() - phase
-    for n in names:
-        entry: dict[str, Any] = {
-            "family": families[n],
-            "median_s": statistics.median(samples[n]),
-            "min_s": min(samples[n]),
-            "max_s": max(samples[n]),
-            "calls_per_sample": per_sample[n],
-            "samples_s": samples[n],
-        }
+    for n, timing in timings.items():
+        entry: dict[str, Any] = {"family": families[n], **timing.record()}
         if n in lat and lat[n]:
             q = np.percentile(np.array(lat[n]) * 1e-9, [50, 99])
             entry.update({"p50_s": float(q[0]), "p99_s": float(q[1]), "latency_calls": len(lat[n])})
@@ -360,7 +293,7 @@ def _best(record: dict[str, Any], families: Sequence[str]) -> str | None:
 
 
 def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]]:
-    peers = [p for p in PEERS if p not in results["missing"]]
+    peers = [p for p in FAMILIES if p not in results["missing"]]
     header = ["table", "ids", "threads", "batch", "ndgather", "ndgather out="]
     header += [FAMILY_NAMES[p] for p in peers]
     header += [
@@ -429,7 +362,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if notes:
         parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
-    peers = [p for p in PEERS if p not in results["missing"]]
+    peers = [p for p in FAMILIES if p not in results["missing"]]
     parts.append(floor_statement(results["cases"], [SUBJECT, *peers]))
     if results["missing"]:
         parts.append(
@@ -438,106 +371,75 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- main
+# --------------------------------------------------------------------------- the suite
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny tables, 3 rounds (CI)")
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", help=f"comma-separated, of {', '.join(TABLES)}")
     parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
-    parser.add_argument("--min-sample-time", type=float, help="seconds (default 0.005)")
     parser.add_argument("--latency-calls", type=int, help="per round (default 200, quick 20)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-    parser.add_argument("--doc", type=Path, help="put the table between its markers here")
-    args = parser.parse_args(argv)
+
+
+def load(run: Run) -> None:
+    shapes = QUICK_TABLES if run.quick else TABLES
+    if run.args.tables and (unknown := set(run.args.tables.split(",")) - set(shapes)):
+        run.parser.error(f"unknown table(s) {', '.join(sorted(unknown))}")
+    all_threads = ndgather.get_num_threads()
+    floor.configure(all_threads, run.quick)
+    loaded: dict[str, Any] = dict(run.peers)
+    if "jax" in loaded:
+        configure_jax(loaded["jax"])
+        loaded["jax_fn"] = loaded["jax"].jit(_jax_rows)
+    if "numba" in loaded:
+        loaded["numba"] = numba_take
+    run.loaded = loaded
+    run.machine["llc_bytes"] = llc_bytes()
+    run.results.update(
+        latency_calls=run.args.latency_calls or (20 if run.quick else 200),
+        threads=sorted({1, all_threads}),
+        touch_llc=TOUCH_LLC,
+    )
+
+
+def measure(run: Run) -> list[dict[str, Any]]:
+    print(f"LLC {run.machine['llc_bytes'] >> 20} MiB", flush=True)
+    if (why := floor.available()) is not None:
+        print(f"no floors: {why}")
+    args, loaded = run.args, run.loaded
     shapes = QUICK_TABLES if args.quick else TABLES
-    names = args.tables.split(",") if args.tables else list(shapes)
-    if unknown := [n for n in names if n not in shapes]:
-        parser.error(f"unknown table(s) {', '.join(unknown)}")
     batches = (
         [int(b) for b in args.batches.split(",")]
         if args.batches
         else list(QUICK_BATCHES if args.quick else BATCHES)
     )
-    rounds = args.rounds or (3 if args.quick else 11)
-    min_sample_s = args.min_sample_time or (0.0005 if args.quick else 0.005)
-    latency_calls = args.latency_calls or (20 if args.quick else 200)
-    all_threads = ndgather.get_num_threads()
-    thread_counts = sorted({1, all_threads})
-    floor.configure(all_threads, args.quick)
-    loaded, versions, missing = load_peers(all_threads)
-    llc = llc_bytes()
-    machine = machine_info(
-        {"ndgather": ndgather.__version__, "numpy": np.__version__, **versions},
-        {"llc_bytes": llc, "loadavg_at_start": list(os.getloadavg())},
-    )
-    print(f"machine: {describe_machine(machine)}; LLC {llc >> 20} MiB", flush=True)
-    for name, why in missing.items():
-        print(f"skipped peer {name}: {why}")
-    if (why := floor.available()) is not None:
-        print(f"no floors: {why}")
-
-    records = []
-    for k, tname in enumerate(names):
-        rows_, width = shapes[tname]
-        table = np.random.default_rng(k).random((rows_, width), dtype=np.float32)
+    records: list[dict[str, Any]] = []
+    for k, tname in enumerate(args.tables.split(",") if args.tables else shapes):
+        table = np.random.default_rng(k).random(shapes[tname], dtype=np.float32)
         if "torch" in loaded:
             loaded["torch_table"] = loaded["torch"].from_numpy(table)
         if "jax" in loaded:
             loaded["jax_table"] = loaded["jax"].device_put(table)
-        for index_dtype in INDEX_DTYPES:
-            for threads in thread_counts:
-                for batch in batches:
-                    case = Case(tname, batch, index_dtype, threads)
-                    start = time.perf_counter()
-                    record = run_case(
-                        case,
-                        table,
-                        loaded,
-                        rounds=rounds,
-                        min_sample_s=min_sample_s,
-                        latency_calls=latency_calls,
-                        llc=llc,
-                        quick=args.quick,
-                        seed=1000 + batch,
-                    )
-                    record["wall_s"] = time.perf_counter() - start
-                    records.append(record)
-                    status = "FAILED: " + "; ".join(record["errors"]) if record["errors"] else "ok"
-                    print(f"  {case.name}: {status} ({record['wall_s']:.1f} s)", flush=True)
+        cases = [
+            Case(tname, batch, index_dtype, threads)
+            for index_dtype in INDEX_DTYPES
+            for threads in run.results["threads"]
+            for batch in batches
+        ]
+        records += run.each(cases, lambda case, table=table: measure_case(run, case, table))
         loaded.pop("torch_table", None)
         loaded.pop("jax_table", None)
         del table
-    set_threads(all_threads, loaded)
-
-    results: dict[str, Any] = {
-        "benchmark": "service",
-        "command": command(),
-        "quick": args.quick,
-        "rounds": rounds,
-        "min_sample_s": min_sample_s,
-        "latency_calls": latency_calls,
-        "threads": thread_counts,
-        "touch_llc": TOUCH_LLC,
-        "machine": machine,
-        "missing": missing,
-        "cases": records,
-    }
-    header, table_rows, notes = rows(results)
-    print(text_table(header, table_rows))
-    for i, note in enumerate(notes, 1):
-        print(f"[{i}] {note}")
-    print(floor_statement(records, [SUBJECT, *(p for p in PEERS if p not in missing)]))
-    save(results, args.json)
-    if args.doc:
-        update_doc(args.doc, markdown(results), "service table")
-    failed = [r["name"] for r in records if r["errors"]]
-    if failed:
-        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
-    return 1 if failed else 0
+    set_threads(max(run.results["threads"]), loaded)
+    return records
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def text(results: dict[str, Any]) -> str:
+    header, table, notes = rows(results)
+    peers = [p for p in FAMILIES if p not in results["missing"]]
+    return "\n".join(
+        [
+            text_table(header, table),
+            *(f"[{i}] {note}" for i, note in enumerate(notes, 1)),
+            floor_statement(results["cases"], [SUBJECT, *peers]),
+        ]
+    )

@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """How fast any gather from a compressed zarr store can be: the time to decode the chunks it
 must read, against zarr's own gather and ``ndgather.dask``'s.
 
 A gather from a store reads and decodes every chunk one of its indices falls in, and a zstd
 chunk decodes from its start: no gather can take less than decoding the touched chunks,
-however it copies. This script builds the ``zarr_rows`` case of ``dask_gather.py`` (200k
+however it copies. This suite builds the ``zarr_rows`` case of ``dask_gather.py`` (200k
 random ids into a (1M, 64) float32 store in 50k-row chunks, zarr's default codecs (zstd in
-zarr 3): every chunk is touched), then times, medians of ``--repeat`` calls, one after
-another:
+zarr 3): every chunk is touched), then times each step, the median of ``--rounds`` (or
+``--repeat``) calls in interleaved rounds (``timing.py``, one call a sample):
 
 * ``read``: the chunk files read into memory (page cache);
 * ``decode, 1 thread`` and ``decode, N threads``: those bytes decoded by the store's codec,
@@ -18,19 +17,15 @@ another:
 ``decode, N threads / zarr orthogonal`` is the least that ratio of any gather can be on this
 machine (``docs/performance.md``, section "dask").
 
-    python benches/zarr_floor.py            # the full case
-    python benches/zarr_floor.py --quick    # a small store (CI: runs and agrees)
+    python -m benches zarr-floor            # the full case
+    python -m benches zarr-floor --quick    # a small store (CI: runs and agrees)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,14 +38,12 @@ import numcodecs
 import numpy as np
 import zarr
 
+from .runner import Run
+from .timing import Call, run_interleaved
 
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+ROUNDS = (5, 2)
+MIN_SAMPLE_S = (0.0, 0.0)
+PEERS = ("dask", "zarr", "numcodecs")
 
 
 def decoder_of(z: Any) -> Any:
@@ -65,13 +58,16 @@ def decoder_of(z: Any) -> Any:
     return compressor
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small store, 2 calls each (CI)")
-    p.add_argument("--repeat", type=int, default=None, help="calls timed each (default 5)")
-    args = p.parse_args(argv)
-    rows, chunk, ids = (40_000, 2_000, 8_000) if args.quick else (1_000_000, 50_000, 200_000)
-    repeat = args.repeat or (2 if args.quick else 5)
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeat", type=int, dest="rounds", help="the same as --rounds")
+
+
+def measure(run: Run) -> list[dict[str, Any]]:
+    return run.each(["zarr_rows"], lambda name: measure_case(run, name))
+
+
+def measure_case(run: Run, name: str) -> dict[str, Any]:
+    rows, chunk, ids = (40_000, 2_000, 8_000) if run.quick else (1_000_000, 50_000, 200_000)
     threads = os.cpu_count() or 1
     rng = np.random.default_rng(20261124)
     data = rng.random((rows, 64), dtype=np.float32)
@@ -96,30 +92,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if codec.decode(raw[0]) != data[:chunk].tobytes():
             raise SystemExit("decoding the first chunk does not give its rows")
         with ThreadPoolExecutor(threads) as pool, dask.config.set(scheduler="threads"):
-            times = {
-                "read": median_ms(lambda: [f.read_bytes() for f in files], repeat),
-                "decode, 1 thread": median_ms(lambda: [codec.decode(b) for b in raw], repeat),
-                f"decode, {threads} threads": median_ms(
-                    lambda: list(pool.map(codec.decode, raw)), repeat
-                ),
-                "zarr orthogonal": median_ms(
-                    lambda: z.get_orthogonal_selection((idx, slice(None))), repeat
-                ),
-                "ndgather.dask": median_ms(
-                    lambda: ndgather.dask.gather(lazy, idx).compute(), repeat
-                ),
+            steps = {
+                "read": Call(lambda: [f.read_bytes() for f in files]),
+                "decode, 1 thread": Call(lambda: [codec.decode(b) for b in raw]),
+                f"decode, {threads} threads": Call(lambda: list(pool.map(codec.decode, raw))),
+                "zarr orthogonal": Call(z.get_orthogonal_selection, ((idx, slice(None)),)),
+                "ndgather.dask": Call(lambda: ndgather.dask.gather(lazy, idx).compute()),
             }
-    size = sum(len(b) for b in raw) / 2**20
-    print(
-        f"{ids:,} random ids into ({rows:,}, 64) float32, {len(raw)} zstd chunks of {chunk:,} "
-        f"rows ({size:.1f} MiB stored); medians of {repeat} calls; ndgather "
-        f"{ndgather.__version__}, zarr {zarr.__version__}, numcodecs {numcodecs.__version__}"
-    )
-    zarr_ms = times["zarr orthogonal"]
-    for name, ms in times.items():
-        print(f"  {name:22s} {ms:9.1f} ms   {ms / zarr_ms:5.2f}x zarr orthogonal")
-    return 0
+            # One call a sample: every step reads or decodes every chunk of the store.
+            timings = run_interleaved(steps, run.rounds, run.min_sample_s)
+    return {
+        "name": name,
+        "description": f"{ids:,} random ids into ({rows:,}, 64) float32, {len(raw)} zstd chunks "
+        f"of {chunk:,} rows ({sum(map(len, raw)) / 2**20:.1f} MiB stored)",
+        "medians_s": {step: timing.median for step, timing in timings.items()},
+        "samples_s": {step: timing.samples for step, timing in timings.items()},
+    }
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def text(results: dict[str, Any]) -> str:
+    lines = []
+    for r in results["cases"]:
+        lines.append(f"{r['description']}; medians of {results['rounds']} calls")
+        zarr_s = r["medians_s"]["zarr orthogonal"]
+        for step, s in r["medians_s"].items():
+            lines.append(f"  {step:22s} {s * 1e3:9.1f} ms   {s / zarr_s:5.2f}x zarr orthogonal")
+    return "\n".join(lines)

@@ -3,8 +3,9 @@
 The examples are those of the ONNX GatherND page and the OpenVINO Gather-7 page, each checked
 against the output the specification gives. The timing runs a few cases through ndgather and
 through NumPy's usual idioms (each written out in the table's source), in interleaved rounds,
-and reports medians; in the source tree, ``benches/compare.py --peers numpy`` (``make bench``)
-is the full benchmark against NumPy and ``benches/compare.py`` the one against every runtime.
+and reports medians; in the source tree, ``python -m benches compare --peers numpy`` (``make
+bench``, ``benches/compare.py``) is the full benchmark against NumPy and ``python -m benches
+compare`` the one against every runtime.
 The exit status is 1 if any result differs from the expected one.
 """
 
