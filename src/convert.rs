@@ -214,22 +214,24 @@ fn kernel(from: Scalar, to: Scalar) -> Option<Kernel> {
             }
         };
     }
+    /// A bool (any non-zero byte) read as 0 or 1, then converted by `as`.
+    macro_rules! by_bool {
+        ($($to:ident => $b:ty),*) => {
+            match to {
+                $($to => each!(u8 => $b, |x: u8| u8::from(x != 0) as $b),)*
+                _ => None,
+            }
+        };
+    }
     match from {
         // NumPy reads any non-zero byte as true, and writes 1.
         Bool => match to {
             Bool => each!(u8 => u8, |x: u8| x),
             F16 => each!(u8 => u16, |x: u8| if x != 0 { F16_ONE } else { 0 }),
-            I8 => each!(u8 => i8, |x: u8| i8::from(x != 0)),
-            I16 => each!(u8 => i16, |x: u8| i16::from(x != 0)),
-            I32 => each!(u8 => i32, |x: u8| i32::from(x != 0)),
-            I64 => each!(u8 => i64, |x: u8| i64::from(x != 0)),
-            U8 => each!(u8 => u8, |x: u8| u8::from(x != 0)),
-            U16 => each!(u8 => u16, |x: u8| u16::from(x != 0)),
-            U32 => each!(u8 => u32, |x: u8| u32::from(x != 0)),
-            U64 => each!(u8 => u64, |x: u8| u64::from(x != 0)),
-            F32 => each!(u8 => f32, |x: u8| f32::from(u8::from(x != 0))),
-            F64 => each!(u8 => f64, |x: u8| f64::from(u8::from(x != 0))),
             BF16 => None,
+            // 0 or 1 as a byte, then widened exactly by `as`.
+            _ => by_bool!(I8 => i8, I16 => i16, I32 => i32, I64 => i64, U8 => u8, U16 => u16,
+                U32 => u32, U64 => u64, F32 => f32, F64 => f64),
         },
         I8 => match to {
             F16 => each!(i8 => u16, |x: i8| small_int_to_f16(i32::from(x))),
