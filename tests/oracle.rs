@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ndgather_oracle::{Outcome, SplitMix64};
 
-/// Inputs per target: a few seconds for all four in a debug build.
+/// Inputs per target: a few seconds for all five in a debug build.
 const INPUTS: u64 = 3000;
 
 /// Input `n` of a target: random bytes, mostly a few hundred (enough for
@@ -125,6 +125,24 @@ fn views_agree_with_the_oracle() {
             (Outcome::Overflow, 200),
             (Outcome::Exact, 20),
             (Outcome::OutOfRange, 3),
+        ],
+    );
+}
+
+#[test]
+fn quantized_agrees_with_the_oracle() {
+    let seen = replay("quantized", ndgather_oracle::quantized::run);
+    // About half of what 3,000 inputs give: 700 refused (rules, lengths),
+    // 30 of them for the output's length alone, 2,200 exact results, 650
+    // first bad indices of `mode="raise"`.
+    assert_reaches(
+        "quantized",
+        &seen,
+        &[
+            (Outcome::Invalid, 350),
+            (Outcome::WrongLength, 12),
+            (Outcome::Exact, 1000),
+            (Outcome::OutOfRange, 300),
         ],
     );
 }

@@ -250,7 +250,7 @@ pub fn fill_indices(
 
 /// An index for an axis of `s`: mostly near `[-s, s)`, sometimes at the
 /// edges of the index types, sometimes anything.
-fn index_value(u: &mut Unstructured<'_>, s: i128) -> Result<i128> {
+pub(crate) fn index_value(u: &mut Unstructured<'_>, s: i128) -> Result<i128> {
     let x: u8 = u.arbitrary()?;
     Ok(match x {
         0..=199 => (x as i128) % (2 * s + 5) - s - 2,

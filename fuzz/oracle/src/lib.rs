@@ -1,4 +1,5 @@
-//! Naive references for ndgather's `gather_nd` and `gather`, and the
+//! Naive references for ndgather's `gather_nd`, `gather` and
+//! GatherBlockQuantized, and the
 //! generators of the calls the core is checked on against them (arrays of
 //! any geometry, built from arbitrary bytes).
 //!
@@ -22,16 +23,23 @@
 //! float16 and bfloat16 to float32, against conversions worked out from the
 //! formats in `reference.rs`).
 //!
+//! [`quantized`] checks com.microsoft GatherBlockQuantized
+//! (`ndgather::quantized`) on calls of its own, against a naive dequantiser
+//! written from the operator's definition (`dequantize.rs`): the result's
+//! shape or first bad index, and every element bit for bit.
+//!
 //! The references work on coordinates, one element at a time, with `i128`
 //! arithmetic: they share no code and no idea (coalescing, offsets tables,
 //! odometers) with the core.
 
 pub mod gather;
 pub mod gather_nd;
+pub mod quantized;
 pub mod rows;
 pub mod views;
 
 mod chunked;
+mod dequantize;
 mod generate;
 mod reference;
 mod seeded;
