@@ -16,6 +16,15 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// A Gather along `axis`, or a GatherND where `axis` is `None` (as
+    /// `ndgather.dask` passes it).
+    pub(crate) fn new(axis: Option<Int64>, batch_dims: Int64) -> Op {
+        match axis {
+            None => Op::GatherNd { batch_dims },
+            Some(axis) => Op::Gather { axis, batch_dims },
+        }
+    }
+
     /// The core's operator: each attribute a `ValueError` naming it when
     /// beyond 64 bits (`axis` first, in the parameters' order).
     pub(crate) fn operator(self) -> PyResult<Operator> {
@@ -29,14 +38,6 @@ impl Op {
             },
         })
     }
-}
-
-/// What the operator does with indices outside `[0, s)`.
-pub(crate) struct IndexRules<'a> {
-    /// `"raise"`, `"zero"` or `"clip"`.
-    pub mode: &'a str,
-    /// Whether negative indices count from the end of their axis.
-    pub wrap_negative: bool,
 }
 
 /// `mode`, or the `ValueError` every binding gives for another string.

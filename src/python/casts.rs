@@ -128,15 +128,28 @@ impl<'py> Target<'_, 'py> {
 
 /// The result's dtype: the target's when `cast` converts to it, else
 /// data's own (no `dtype=`, or one naming data's dtype).
-pub(crate) fn result_dtype<'py>(
-    target: Option<Target<'_, 'py>>,
+pub(crate) fn result_dtype<'a, 'py>(
+    target: Option<&'a Target<'_, 'py>>,
     cast: Option<Cast>,
-    data_dtype: Bound<'py, PyArrayDescr>,
-) -> Bound<'py, PyArrayDescr> {
+    data_dtype: &'a Bound<'py, PyArrayDescr>,
+) -> &'a Bound<'py, PyArrayDescr> {
     match (cast, target) {
-        (Some(_), Some(target)) => target.dtype,
+        (Some(_), Some(target)) => &target.dtype,
         _ => data_dtype,
     }
+}
+
+/// The result's dtype of a gather from `data_dtype` with `dtype=`
+/// `target`, and the conversion into it ([`Target::cast_from`]).
+pub(crate) fn cast_for<'py>(
+    target: Option<&Target<'_, 'py>>,
+    data_dtype: &Bound<'py, PyArrayDescr>,
+) -> PyResult<(Bound<'py, PyArrayDescr>, Option<Cast>)> {
+    let cast = match target {
+        Some(target) => target.cast_from(data_dtype)?,
+        None => None,
+    };
+    Ok((result_dtype(target, cast, data_dtype).clone(), cast))
 }
 
 /// The last conversion [`Target::cast_from`] chose that may be reused: a

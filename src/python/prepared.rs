@@ -9,9 +9,9 @@ use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
-use super::args::{mode_arg, Int64};
+use super::args::{mode_arg, Int64, Op};
 use super::arrays::{data_array, index_array, view};
-use super::casts::{result_dtype, target_dtype};
+use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
 use crate::prepared::{Positions, Prepared};
@@ -50,7 +50,7 @@ pub(crate) fn prepare(
     py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
-    op: impl FnOnce() -> PyResult<Operator>,
+    op: Op,
     mode: &str,
 ) -> PyResult<PreparedGather> {
     // In the one-shot call's order, so that the same bad argument is
@@ -59,7 +59,7 @@ pub(crate) fn prepare(
     let shape = shape_arg(shape)?;
     let (indices, index_type) = index_array(indices)?;
     let iview = view(&indices)?;
-    let op = op()?;
+    let op = op.operator()?;
     let reads = iview.bytes.len();
     let threads = num_threads();
     let run = || Prepared::new(op, &shape, iview, index_type, mode, threads);
@@ -124,17 +124,12 @@ impl PreparedGather {
             .map(|d| target_dtype(d, data));
         let data = data_array(data)?;
         let target = target.transpose()?;
-        let data_dtype = data.dtype();
-        let cast = match &target {
-            Some(target) => target.cast_from(&data_dtype)?,
-            None => None,
-        };
+        let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
         let dview = view(&data)?;
         let mut call = self.inner.bind(dview)?;
         if let Some(cast) = cast {
             call = call.with_cast(cast)?;
         }
-        let dtype = result_dtype(target, cast, data_dtype);
         let result = Planned {
             shape: call.out_shape(),
             bytes: call.out_bytes(),
@@ -241,35 +236,23 @@ pub(crate) fn prepared_from_state(parts: &Bound<'_, PyTuple>) -> PyResult<Prepar
         Mode::parse(&text(&part(6)?.0, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
     let (positions, name) = part(8)?;
     let positions = bytes(&positions, name)?;
+    let partial = "a partial position";
     let positions = match int(&part(7)?.0, "width")? {
-        4 if positions.len() % 4 == 0 => Positions::U32(
-            positions
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        ),
-        8 if positions.len() % 8 == 0 => Positions::U64(
-            positions
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-                .collect(),
-        ),
-        4 | 8 => return Err(wrong(name, "a partial position")),
+        4 => Positions::U32(words(positions, name, partial, u32::from_le_bytes)?),
+        8 => Positions::U64(words(positions, name, partial, u64::from_le_bytes)?),
         _ => return Err(wrong("width", "positions of an unknown width")),
     };
     let (order, name) = part(9)?;
+    let partial = "a partial row number";
     let order = if order.is_none() {
         None
     } else {
-        let o = bytes(&order, name)?;
-        if o.len() % 4 != 0 {
-            return Err(wrong(name, "a partial row number"));
-        }
-        Some(
-            o.chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        )
+        Some(words(
+            bytes(&order, name)?,
+            name,
+            partial,
+            u32::from_le_bytes,
+        )?)
     };
     let inner = Prepared::from_parts(op, &shape, &index_shape, ty, mode, positions, order)
         .map_err(|e| bad_state(e.to_string()))?;
@@ -313,6 +296,20 @@ fn sizes(v: &Bound<'_, PyAny>, part: &str) -> PyResult<Vec<usize>> {
     t.iter()
         .map(|n| usize::try_from(int(&n, part)?).map_err(|_| wrong(part, "holding a size below 0")))
         .collect()
+}
+
+/// `bytes` as little-endian words of `N` bytes; a part cut short is `what`.
+fn words<const N: usize, T>(
+    bytes: &[u8],
+    part: &str,
+    what: &str,
+    word: fn([u8; N]) -> T,
+) -> PyResult<Vec<T>> {
+    if bytes.len() % N != 0 {
+        return Err(wrong(part, what));
+    }
+    let words = bytes.chunks_exact(N);
+    Ok(words.map(|b| word(std::array::from_fn(|i| b[i]))).collect())
 }
 
 /// A part that must be `bytes`.
