@@ -66,6 +66,13 @@ impl Int64 {
             ))),
         }
     }
+
+    /// The value as a size (>= 0); a negative one is a `ValueError` of
+    /// `error`'s message.
+    pub(crate) fn size(self, name: &str, error: impl FnOnce(i64) -> String) -> PyResult<usize> {
+        let v = self.get(name)?;
+        Ok(usize::try_from(v).map_err(|_| GatherError::InvalidArgument(error(v)))?)
+    }
 }
 
 impl<'a, 'py> FromPyObject<'a, 'py> for Int64 {

@@ -54,24 +54,20 @@ pub(crate) fn target_dtype<'a, 'py>(
             });
         }
     }
-    let fixed = match dtype.cast::<PyArrayDescr>() {
-        Ok(d) => {
-            return Ok(Target {
-                dtype: d.clone(),
-                fixed: Some(dtype),
-                known: None,
-            })
-        }
-        Err(_) => dtype
+    let descr = dtype.cast::<PyArrayDescr>();
+    let fixed = descr.is_ok()
+        || dtype
             .cast::<PyType>()
             // SAFETY: reading the flags of a live type object.
             .is_ok_and(|t| unsafe {
                 pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE
                     != 0
-            }),
-    };
+            });
     Ok(Target {
-        dtype: PyArrayDescr::new(py, dtype)?,
+        dtype: match descr {
+            Ok(d) => d.clone(),
+            Err(_) => PyArrayDescr::new(py, dtype)?,
+        },
         fixed: fixed.then_some(dtype),
         known: None,
     })
@@ -215,16 +211,9 @@ fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
         (b'f', 4) => F32,
         (b'f', 8) => F64,
         // ml_dtypes' bfloat16 is a 2-byte void-kind dtype of that name.
-        (b'V', 2) if !dtype.has_fields() && is_bfloat16(dtype) => BF16,
+        (b'V', 2) if !dtype.has_fields() && dtype.typeobj().qualname().ok()? == "bfloat16" => BF16,
         _ => return None,
     })
-}
-
-fn is_bfloat16(dtype: &Bound<'_, PyArrayDescr>) -> bool {
-    dtype
-        .typeobj()
-        .qualname()
-        .is_ok_and(|name| name == "bfloat16")
 }
 
 /// Whether the dtype's elements are stored in the other byte order.

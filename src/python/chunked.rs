@@ -146,19 +146,17 @@ fn gather_chunks_py<'py>(
         arrays.push((coords, data_array(&value)?));
     }
     let (indices, ty) = index_array(indices)?;
-    let views = arrays
-        .iter()
-        .map(|(c, a)| {
-            if !a.dtype().is_equiv_to(dtype) {
-                return Err(GatherError::UnsupportedType(format!(
-                    "gather over chunks: a chunk has dtype {} but the array has dtype {dtype}",
-                    a.dtype()
-                ))
-                .into());
-            }
-            Ok((c.clone(), view(a)?))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let mut views = Vec::with_capacity(arrays.len());
+    for (coords, a) in &arrays {
+        let chunk = a.dtype();
+        if !chunk.is_equiv_to(dtype) {
+            return Err(GatherError::UnsupportedType(format!(
+                "gather over chunks: a chunk has dtype {chunk} but the array has dtype {dtype}"
+            ))
+            .into());
+        }
+        views.push((coords.clone(), view(a)?));
+    }
     let grid = ChunkGrid {
         chunk_sizes,
         chunks: views,
@@ -166,9 +164,8 @@ fn gather_chunks_py<'py>(
     };
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
-    let index_shape = iview.shape;
     let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
-    let layout = chunked_layout(&shape, dtype.itemsize(), index_shape, ty, op)?;
+    let layout = chunked_layout(&shape, dtype.itemsize(), iview.shape, ty, op)?;
     let out_bytes = match cast {
         None => layout.out_bytes,
         Some(cast) => (layout.out_bytes / dtype.itemsize())
@@ -214,19 +211,14 @@ fn snapshot_py<'py>(
         .into());
     }
     let src = view(a)?.bytes;
-    if !copy {
-        return Ok((
-            None,
-            py.detach(|| copy_and_digest(src, None, num_threads())),
-        ));
-    }
-    let dtype = a.dtype();
-    let out = new_output(py, &dtype, a.shape(), src.len())?;
+    let out = copy
+        .then(|| new_output(py, &a.dtype(), a.shape(), src.len()))
+        .transpose()?;
     // SAFETY: the array was just made; nothing else refers to its buffer,
     // which cannot overlap `a`'s.
-    let dst = unsafe { bytes_mut(&out) };
-    let digest = py.detach(|| copy_and_digest(src, Some(dst), num_threads()));
-    Ok((Some(out), digest))
+    let dst = out.as_ref().map(|out| unsafe { bytes_mut(out) });
+    let digest = py.detach(|| copy_and_digest(src, dst, num_threads()));
+    Ok((out, digest))
 }
 
 /// Adds the chunked gather's functions to the module.

@@ -192,25 +192,18 @@ fn named(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
     e
 }
 
-/// The C function of a vectorcall builtin: PyO3's trampoline around `f`
-/// (it attaches the thread's token and turns a panic into an exception).
-pub(crate) type Fastcall = unsafe extern "C" fn(
-    *mut ffi::PyObject,
-    *const *mut ffi::PyObject,
-    ffi::Py_ssize_t,
-    *mut ffi::PyObject,
-) -> *mut ffi::PyObject;
-
 /// Adds to `m` a builtin named as `documented` (a `#[pyfunction]` of the
 /// same parameters, `signature`) with its docstring and text signature,
-/// whose calls `meth` handles. The signature's interned names are made
+/// whose calls `meth` handles (the C function of a vectorcall builtin:
+/// PyO3's trampoline around a parser, which attaches the thread's token
+/// and turns a panic into an exception). The signature's interned names are made
 /// here, at import, as the other one-time cells are (`cells.rs`): no child
 /// forked during a first call finds one half made.
 pub(crate) fn add(
     m: &Bound<'_, PyModule>,
     documented: &Bound<'_, PyCFunction>,
     signature: &Signature,
-    meth: Fastcall,
+    meth: ffi::PyCFunctionFastWithKeywords,
 ) -> PyResult<()> {
     signature.interned(m.py());
     let name = documented.getattr("__name__")?.cast_into::<PyString>()?;

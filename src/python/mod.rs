@@ -23,8 +23,6 @@ use fastcall::{extract_or, Signature};
 use pyo3::ffi;
 use pyo3::sync::PyOnceLock;
 
-use crate::GatherError;
-
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
 ///
@@ -144,16 +142,8 @@ unsafe fn gather_fast<const ND: bool>(
     let mode = extract_or(rest[attrs], "mode", "raise")?;
     // `None` where not passed or passed as `None`.
     let [out, dtype] = [rest[attrs + 1], rest[attrs + 2]].map(|a| a.filter(|a| !a.is_none()));
-    gateway::gather(
-        &data,
-        &indices,
-        op,
-        mode,
-        true,
-        out.as_deref(),
-        dtype.as_deref(),
-    )
-    .map(Bound::into_ptr)
+    let (out, dtype) = (out.as_deref(), dtype.as_deref());
+    gateway::gather(&data, &indices, op, mode, true, out, dtype).map(Bound::into_ptr)
 }
 
 /// `gather_nd` with an operator version's index rules, for the opset
@@ -260,13 +250,8 @@ fn get_num_threads_py() -> usize {
 /// (``0`` turns the pool off), releasing at once what is over it.
 #[pyfunction(name = "set_pool_limit")]
 fn set_pool_limit_py(nbytes: Int64) -> PyResult<()> {
-    let nbytes = nbytes.get("nbytes")?;
-    let bytes = usize::try_from(nbytes).map_err(|_| {
-        GatherError::InvalidArgument(format!(
-            "set_pool_limit: the limit must be a number of bytes >= 0, got {nbytes}"
-        ))
-    })?;
-    crate::pool::set_limit(bytes);
+    let error = |n| format!("set_pool_limit: the limit must be a number of bytes >= 0, got {n}");
+    crate::pool::set_limit(nbytes.size("nbytes", error)?);
     Ok(())
 }
 
