@@ -16,6 +16,15 @@ pub(crate) enum Op {
 }
 
 impl Op {
+    /// A Gather along `axis`, or a GatherND where `axis` is `None` (as
+    /// `ndgather.dask` passes it).
+    pub(crate) fn new(axis: Option<Int64>, batch_dims: Int64) -> Op {
+        match axis {
+            None => Op::GatherNd { batch_dims },
+            Some(axis) => Op::Gather { axis, batch_dims },
+        }
+    }
+
     /// The core's operator: each attribute a `ValueError` naming it when
     /// beyond 64 bits (`axis` first, in the parameters' order).
     pub(crate) fn operator(self) -> PyResult<Operator> {
@@ -29,14 +38,6 @@ impl Op {
             },
         })
     }
-}
-
-/// What the operator does with indices outside `[0, s)`.
-pub(crate) struct IndexRules<'a> {
-    /// `"raise"`, `"zero"` or `"clip"`.
-    pub mode: &'a str,
-    /// Whether negative indices count from the end of their axis.
-    pub wrap_negative: bool,
 }
 
 /// `mode`, or the `ValueError` every binding gives for another string.
@@ -64,6 +65,13 @@ impl Int64 {
                 "{name} must fit in a signed 64-bit integer, got {name}={v}"
             ))),
         }
+    }
+
+    /// The value as a size (>= 0); a negative one is a `ValueError` of
+    /// `error`'s message.
+    pub(crate) fn size(self, name: &str, error: impl FnOnce(i64) -> String) -> PyResult<usize> {
+        let v = self.get(name)?;
+        Ok(usize::try_from(v).map_err(|_| GatherError::InvalidArgument(error(v)))?)
     }
 }
 

@@ -233,11 +233,26 @@ pub(crate) fn check_out<'py>(
 
 /// Where the buffer of a C-contiguous array starts and how many bytes it
 /// holds: raw, so that asking makes no reference to its memory.
-pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*mut u8, usize) {
+pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*const u8, usize) {
     // SAFETY: reading the data pointer of a live array; nothing is
     // dereferenced through it here.
-    let data = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *mut u8 };
+    let data = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8 };
     (data, a.len() * a.dtype().itemsize())
+}
+
+/// Whether the bytes of the C-contiguous `target` meet any of `spans`
+/// (start, length): addresses compared as numbers, with no reference made
+/// to any of them (one may be memory another borrows).
+pub(crate) fn overlaps(
+    target: &Bound<'_, PyUntypedArray>,
+    spans: impl IntoIterator<Item = (*const u8, usize)>,
+) -> bool {
+    let range = |(start, len): (*const u8, usize)| start.addr()..start.addr().saturating_add(len);
+    let t = range(raw_bytes(target));
+    spans
+        .into_iter()
+        .map(range)
+        .any(|r| !r.is_empty() && !t.is_empty() && r.start < t.end && t.start < r.end)
 }
 
 /// The writable bytes of a C-contiguous array.
@@ -254,5 +269,5 @@ pub(crate) unsafe fn bytes_mut<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a mut 
         return &mut [];
     }
     // SAFETY: contiguous buffer of `len` bytes starting at `data` (caller).
-    unsafe { std::slice::from_raw_parts_mut(data, len) }
+    unsafe { std::slice::from_raw_parts_mut(data.cast_mut(), len) }
 }

@@ -54,24 +54,20 @@ pub(crate) fn target_dtype<'a, 'py>(
             });
         }
     }
-    let fixed = match dtype.cast::<PyArrayDescr>() {
-        Ok(d) => {
-            return Ok(Target {
-                dtype: d.clone(),
-                fixed: Some(dtype),
-                known: None,
-            })
-        }
-        Err(_) => dtype
+    let descr = dtype.cast::<PyArrayDescr>();
+    let fixed = descr.is_ok()
+        || dtype
             .cast::<PyType>()
             // SAFETY: reading the flags of a live type object.
             .is_ok_and(|t| unsafe {
                 pyo3::ffi::PyType_GetFlags(t.as_type_ptr()) & pyo3::ffi::Py_TPFLAGS_IMMUTABLETYPE
                     != 0
-            }),
-    };
+            });
     Ok(Target {
-        dtype: PyArrayDescr::new(py, dtype)?,
+        dtype: match descr {
+            Ok(d) => d.clone(),
+            Err(_) => PyArrayDescr::new(py, dtype)?,
+        },
         fixed: fixed.then_some(dtype),
         known: None,
     })
@@ -128,15 +124,28 @@ impl<'py> Target<'_, 'py> {
 
 /// The result's dtype: the target's when `cast` converts to it, else
 /// data's own (no `dtype=`, or one naming data's dtype).
-pub(crate) fn result_dtype<'py>(
-    target: Option<Target<'_, 'py>>,
+pub(crate) fn result_dtype<'a, 'py>(
+    target: Option<&'a Target<'_, 'py>>,
     cast: Option<Cast>,
-    data_dtype: Bound<'py, PyArrayDescr>,
-) -> Bound<'py, PyArrayDescr> {
+    data_dtype: &'a Bound<'py, PyArrayDescr>,
+) -> &'a Bound<'py, PyArrayDescr> {
     match (cast, target) {
-        (Some(_), Some(target)) => target.dtype,
+        (Some(_), Some(target)) => &target.dtype,
         _ => data_dtype,
     }
+}
+
+/// The result's dtype of a gather from `data_dtype` with `dtype=`
+/// `target`, and the conversion into it ([`Target::cast_from`]).
+pub(crate) fn cast_for<'py>(
+    target: Option<&Target<'_, 'py>>,
+    data_dtype: &Bound<'py, PyArrayDescr>,
+) -> PyResult<(Bound<'py, PyArrayDescr>, Option<Cast>)> {
+    let cast = match target {
+        Some(target) => target.cast_from(data_dtype)?,
+        None => None,
+    };
+    Ok((result_dtype(target, cast, data_dtype).clone(), cast))
 }
 
 /// The last conversion [`Target::cast_from`] chose that may be reused: a
@@ -202,16 +211,9 @@ fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
         (b'f', 4) => F32,
         (b'f', 8) => F64,
         // ml_dtypes' bfloat16 is a 2-byte void-kind dtype of that name.
-        (b'V', 2) if !dtype.has_fields() && is_bfloat16(dtype) => BF16,
+        (b'V', 2) if !dtype.has_fields() && dtype.typeobj().qualname().ok()? == "bfloat16" => BF16,
         _ => return None,
     })
-}
-
-fn is_bfloat16(dtype: &Bound<'_, PyArrayDescr>) -> bool {
-    dtype
-        .typeobj()
-        .qualname()
-        .is_ok_and(|name| name == "bfloat16")
 }
 
 /// Whether the dtype's elements are stored in the other byte order.

@@ -8,20 +8,12 @@ use pyo3::types::PyDict;
 
 use super::args::{mode_arg, Int64, Op};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
-use super::casts::{self, target_dtype};
+use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use crate::chunked::{
     chunked_layout, copy_and_digest, gather_chunks, touched_chunks, ChunkGrid, Whole,
 };
-use crate::{num_threads, Cast, GatherError, Operator};
-
-fn operator(axis: Option<Int64>, batch_dims: Int64) -> PyResult<Operator> {
-    match axis {
-        None => Op::GatherNd { batch_dims },
-        Some(axis) => Op::Gather { axis, batch_dims },
-    }
-    .operator()
-}
+use crate::{num_threads, Cast, GatherError};
 
 fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Option<Whole> {
     data_shape.map(|data_shape| Whole {
@@ -52,7 +44,7 @@ fn gather_layout_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<(Vec<usize>, usize, Vec<usize>)> {
-    let op = operator(axis, batch_dims)?;
+    let op = Op::new(axis, batch_dims).operator()?;
     mode_arg(mode)?;
     data_array(&empty(dtype)?)?;
     let (_, ty) = index_array(&empty(indices_dtype)?)?;
@@ -77,12 +69,12 @@ fn chunks_touched_py(
     data_shape: Option<Vec<usize>>,
     index_offset: Option<Vec<usize>>,
 ) -> PyResult<Vec<Vec<usize>>> {
-    let op = operator(axis, batch_dims)?;
+    let op = Op::new(axis, batch_dims).operator()?;
     let mode = mode_arg(mode)?;
     let (indices, ty) = index_array(indices)?;
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
-    let touched = py.detach(|| {
+    Ok(py.detach(|| {
         touched_chunks(
             &chunk_sizes,
             iview,
@@ -92,27 +84,21 @@ fn chunks_touched_py(
             whole.as_ref(),
             num_threads(),
         )
-    })?;
-    Ok(touched)
+    })?)
 }
 
-/// Gathers from the chunks ``{grid coordinates: array}`` of an array cut
-/// by ``chunk_sizes`` (the slice axes one chunk each), of ``dtype``: the
-/// one-shot function's result and errors on the whole. A chunk no index
-/// reads need not be given; one that is read and missing is a ValueError.
 /// The result's dtype of a gather from `dtype` with `dtype=` `out_dtype`
 /// (`dtype` itself when there is nothing to convert), and the conversion:
-/// the one-shot call's rule and `TypeError` (`casts.rs`).
+/// the one-shot call's rule and errors, data's dtype refused first
+/// (`casts.rs`).
 fn chunk_result_dtype<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
     out_dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyArrayDescr>, Option<Cast>)> {
-    let Some(out_dtype) = out_dtype.filter(|d| !d.is_none()) else {
-        return Ok((dtype.clone(), None));
-    };
-    let target = target_dtype(out_dtype, &empty(dtype)?)?;
-    let cast = target.cast_from(dtype)?;
-    Ok((casts::result_dtype(Some(target), cast, dtype.clone()), cast))
+    let data = data_array(&empty(dtype)?)?;
+    let target = out_dtype.filter(|d| !d.is_none());
+    let target = target.map(|d| target_dtype(d, &data)).transpose()?;
+    cast_for(target.as_ref(), dtype)
 }
 
 /// `ndgather.dask`'s `dtype=` checked when the graph is made: the result's
@@ -122,10 +108,13 @@ fn cast_dtype_py<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
     out_dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArrayDescr>> {
-    data_array(&empty(dtype)?)?;
     Ok(chunk_result_dtype(dtype, Some(out_dtype))?.0)
 }
 
+/// Gathers from the chunks ``{grid coordinates: array}`` of an array cut
+/// by ``chunk_sizes`` (the slice axes one chunk each), of ``dtype``: the
+/// one-shot function's result and errors on the whole. A chunk no index
+/// reads need not be given; one that is read and missing is a ValueError.
 #[pyfunction(name = "_gather_chunks")]
 #[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None, out_dtype = None))]
 #[allow(clippy::too_many_arguments)] // the operator's inputs
@@ -141,9 +130,8 @@ fn gather_chunks_py<'py>(
     index_offset: Option<Vec<usize>>,
     out_dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = operator(axis, batch_dims)?;
+    let op = Op::new(axis, batch_dims).operator()?;
     let mode = mode_arg(mode)?;
-    data_array(&empty(dtype)?)?;
     // Before any chunk is converted, as a one-shot call resolves `dtype=`
     // before it reads an array.
     let (rdtype, cast) = chunk_result_dtype(dtype, out_dtype)?;
@@ -158,19 +146,17 @@ fn gather_chunks_py<'py>(
         arrays.push((coords, data_array(&value)?));
     }
     let (indices, ty) = index_array(indices)?;
-    let views = arrays
-        .iter()
-        .map(|(c, a)| {
-            if !a.dtype().is_equiv_to(dtype) {
-                return Err(GatherError::UnsupportedType(format!(
-                    "gather over chunks: a chunk has dtype {} but the array has dtype {dtype}",
-                    a.dtype()
-                ))
-                .into());
-            }
-            Ok((c.clone(), view(a)?))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
+    let mut views = Vec::with_capacity(arrays.len());
+    for (coords, a) in &arrays {
+        let chunk = a.dtype();
+        if !chunk.is_equiv_to(dtype) {
+            return Err(GatherError::UnsupportedType(format!(
+                "gather over chunks: a chunk has dtype {chunk} but the array has dtype {dtype}"
+            ))
+            .into());
+        }
+        views.push((coords.clone(), view(a)?));
+    }
     let grid = ChunkGrid {
         chunk_sizes,
         chunks: views,
@@ -178,9 +164,8 @@ fn gather_chunks_py<'py>(
     };
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
-    let index_shape = iview.shape;
     let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
-    let layout = chunked_layout(&shape, dtype.itemsize(), index_shape, ty, op)?;
+    let layout = chunked_layout(&shape, dtype.itemsize(), iview.shape, ty, op)?;
     let out_bytes = match cast {
         None => layout.out_bytes,
         Some(cast) => (layout.out_bytes / dtype.itemsize())
@@ -188,7 +173,6 @@ fn gather_chunks_py<'py>(
             .filter(|&b| b <= isize::MAX as usize)
             .ok_or_else(|| GatherError::Overflow("the result is too large".into()))?,
     };
-    let dtype = &rdtype;
     let planned = Planned {
         shape: &layout.out_shape,
         bytes: out_bytes,
@@ -196,7 +180,7 @@ fn gather_chunks_py<'py>(
         reads: &[],
     };
     // No `out=`: the result is new, and no chunk can share its memory.
-    deliver(dtype, &planned, None, &|buf, _, threads| {
+    deliver(&rdtype, &planned, None, &|buf, _, threads| {
         gather_chunks(
             &grid,
             iview,
@@ -227,19 +211,14 @@ fn snapshot_py<'py>(
         .into());
     }
     let src = view(a)?.bytes;
-    if !copy {
-        return Ok((
-            None,
-            py.detach(|| copy_and_digest(src, None, num_threads())),
-        ));
-    }
-    let dtype = a.dtype();
-    let out = new_output(py, &dtype, a.shape(), src.len())?;
+    let out = copy
+        .then(|| new_output(py, &a.dtype(), a.shape(), src.len()))
+        .transpose()?;
     // SAFETY: the array was just made; nothing else refers to its buffer,
     // which cannot overlap `a`'s.
-    let dst = unsafe { bytes_mut(&out) };
-    let digest = py.detach(|| copy_and_digest(src, Some(dst), num_threads()));
-    Ok((Some(out), digest))
+    let dst = out.as_ref().map(|out| unsafe { bytes_mut(out) });
+    let digest = py.detach(|| copy_and_digest(src, dst, num_threads()));
+    Ok((out, digest))
 }
 
 /// Adds the chunked gather's functions to the module.

@@ -6,8 +6,7 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use super::arrays::raw_bytes;
-use super::arrays::{bytes_mut, check_out, new_output};
+use super::arrays::{bytes_mut, check_out, new_output, overlaps};
 use super::detach::run_detached;
 use super::objects::{assign, own_copied_references};
 use crate::{num_threads, ArrayView, GatherError, Validation};
@@ -41,7 +40,11 @@ pub(crate) fn deliver<'py>(
         return Ok(fresh(dtype, result, run)?.into_any());
     };
     let target = check_out(out, dtype, result.shape)?;
-    if dtype.has_object() || overlaps(&target, result.reads) {
+    let reads = result
+        .reads
+        .iter()
+        .map(|v| (v.bytes.as_ptr(), v.bytes.len()));
+    if dtype.has_object() || overlaps(&target, reads) {
         // Gather aside, then assign: correct for any overlap, and NumPy
         // swaps the object references `out` held.
         let fresh = fresh(dtype, result, run)?;
@@ -114,17 +117,4 @@ fn copy_into<'py>(
             .map_err(PyErr::from)
     };
     assign(&as_raw(dst)?, &as_raw(src)?)
-}
-
-/// Whether the bytes of `target` meet those of any of `views`: address
-/// ranges compared as numbers, with no reference made to `target`'s
-/// memory (which may be the memory the views borrow).
-fn overlaps(target: &Bound<'_, PyUntypedArray>, views: &[&ArrayView<'_>]) -> bool {
-    let (start, len) = raw_bytes(target);
-    let t = start.addr()..start.addr().saturating_add(len);
-    views.iter().any(|v| {
-        let r = v.bytes.as_ptr_range();
-        let r = r.start.addr()..r.end.addr();
-        !r.is_empty() && !t.is_empty() && r.start < t.end && t.start < r.end
-    })
 }

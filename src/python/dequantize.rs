@@ -4,7 +4,7 @@
 //! operator's type and shape rules are checked in the wrapper, with its
 //! messages; the core checks again that every buffer fits its shape.
 
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::args::mode_arg;
@@ -23,8 +23,20 @@ fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a 
     Ok(view(a)?.bytes)
 }
 
-fn type_error(msg: String) -> PyErr {
-    GatherError::UnsupportedType(msg).into()
+/// The `TypeError` for an array of a dtype the call does not take.
+fn unsupported(what: &str, dtype: &Bound<'_, PyArrayDescr>) -> PyErr {
+    GatherError::UnsupportedType(format!("{what} of dtype {dtype} are not supported")).into()
+}
+
+/// The 256 float32 values of codes by table.
+fn table(v: &Bound<'_, PyUntypedArray>) -> PyResult<[f32; 256]> {
+    let raw = contiguous(v, "values")?;
+    if v.dtype().kind() != b'f' || v.dtype().itemsize() != 4 || raw.len() != 1024 {
+        return Err(GatherError::UnsupportedType("values must be 256 float32".into()).into());
+    }
+    Ok(std::array::from_fn(|i| {
+        f32::from_ne_bytes([0, 1, 2, 3].map(|b| raw[4 * i + b]))
+    }))
 }
 
 /// Gathers rows of block-quantised `data` and dequantises them (the
@@ -61,58 +73,33 @@ pub(crate) fn gather_block_quantized_py<'py>(
         (b'f', 4) => ScaleType::Float32,
         (b'f', 2) => ScaleType::Float16,
         (_, 2) if sdtype.str()?.to_str()? == "bfloat16" => ScaleType::BFloat16,
-        _ => {
-            return Err(type_error(format!(
-                "scales of dtype {sdtype} are not supported"
-            )))
-        }
+        _ => return Err(unsupported("scales", &sdtype)),
     };
     let bytes = contiguous(data, "data")?;
-    let table: Option<[f32; 256]> = match values {
-        Some(v) => {
-            let raw = contiguous(v, "values")?;
-            if v.dtype().kind() != b'f' || v.dtype().itemsize() != 4 || raw.len() != 1024 {
-                return Err(type_error("values must be 256 float32".into()));
-            }
-            let mut t = [0f32; 256];
-            for (slot, c) in t.iter_mut().zip(raw.chunks_exact(4)) {
-                *slot = f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-            }
-            Some(t)
-        }
-        None => None,
-    };
+    let table = values.map(table).transpose()?;
     let codes = match (codes, &table) {
         ("packed", _) => Codes::Packed { bytes, bits },
         ("int4", _) => Codes::Int4(bytes),
         ("uint4", _) => Codes::UInt4(bytes),
         ("table", Some(values)) => Codes::Table { bytes, values },
-        _ => return Err(type_error(format!("unknown codes {codes:?}"))),
+        _ => return Err(GatherError::UnsupportedType(format!("unknown codes {codes:?}")).into()),
     };
     let idtype = indices.dtype();
     let ibytes = contiguous(indices, "indices")?;
-    let (idx, ty) = match (
-        idtype.kind(),
-        idtype.itemsize(),
-        idtype.is_native_byteorder(),
-    ) {
+    let native = idtype.is_native_byteorder();
+    let (idx, ty) = match (idtype.kind(), idtype.itemsize(), native) {
         (b'i', 4, Some(true)) => (Indices::I32(ibytes), IndexType::I32),
         (b'i', 8, Some(true)) => (Indices::I64(ibytes), IndexType::I64),
-        _ => {
-            return Err(type_error(format!(
-                "indices of dtype {idtype} are not supported"
-            )))
-        }
+        _ => return Err(unsupported("indices", &idtype)),
     };
     let q = BlockQuantized {
         codes,
         shape: &shape,
         scales: contiguous(scales, "scales")?,
         scale_type,
-        zero_points: match zero_points {
-            Some(z) => Some(contiguous(z, "zero_points")?),
-            None => None,
-        },
+        zero_points: zero_points
+            .map(|z| contiguous(z, "zero_points"))
+            .transpose()?,
         gather_axis,
         quantize_axis,
         block_size,

@@ -49,13 +49,13 @@ const REQUIRED: usize = 2;
 /// the call passed nothing.
 type Slots<'a, 'py> = [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS];
 
-/// A call's arguments: the required two, then a slot for each parameter
-/// after them, in the signature's order (`None` where nothing was passed).
-pub(crate) struct Parsed<'a, 'py> {
-    pub data: Borrowed<'a, 'py, PyAny>,
-    pub indices: Borrowed<'a, 'py, PyAny>,
-    pub rest: [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS - REQUIRED],
-}
+/// A call's arguments: the required two (`data`, `indices`), then a slot
+/// for each parameter after them.
+pub(crate) type Parsed<'a, 'py> = (
+    Borrowed<'a, 'py, PyAny>,
+    Borrowed<'a, 'py, PyAny>,
+    [Option<Borrowed<'a, 'py, PyAny>>; MAX_PARAMS - REQUIRED],
+);
 
 impl Signature {
     fn names(&self) -> impl Iterator<Item = &'static str> {
@@ -139,16 +139,10 @@ impl Signature {
                 }
             }
         }
-        let (Some(data), Some(indices)) = (slots[0], slots[1]) else {
+        let [Some(data), Some(indices), rest @ ..] = slots else {
             return Err(self.missing(&slots));
         };
-        let mut rest = [None; MAX_PARAMS - REQUIRED];
-        rest.copy_from_slice(&slots[REQUIRED..]);
-        Ok(Parsed {
-            data,
-            indices,
-            rest,
-        })
+        Ok((data, indices, rest))
     }
 
     /// The `TypeError` for required arguments missing from `slots`.
@@ -198,32 +192,18 @@ fn named(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
     e
 }
 
-/// An optional argument: `None` where it was not passed or was `None`.
-pub(crate) fn optional<'a, 'py>(
-    arg: Option<Borrowed<'a, 'py, PyAny>>,
-) -> Option<Borrowed<'a, 'py, PyAny>> {
-    arg.filter(|a| !a.is_none())
-}
-
-/// The C function of a vectorcall builtin: PyO3's trampoline around `f`
-/// (it attaches the thread's token and turns a panic into an exception).
-pub(crate) type Fastcall = unsafe extern "C" fn(
-    *mut ffi::PyObject,
-    *const *mut ffi::PyObject,
-    ffi::Py_ssize_t,
-    *mut ffi::PyObject,
-) -> *mut ffi::PyObject;
-
 /// Adds to `m` a builtin named as `documented` (a `#[pyfunction]` of the
 /// same parameters, `signature`) with its docstring and text signature,
-/// whose calls `meth` handles. The signature's interned names are made
+/// whose calls `meth` handles (the C function of a vectorcall builtin:
+/// PyO3's trampoline around a parser, which attaches the thread's token
+/// and turns a panic into an exception). The signature's interned names are made
 /// here, at import, as the other one-time cells are (`cells.rs`): no child
 /// forked during a first call finds one half made.
 pub(crate) fn add(
     m: &Bound<'_, PyModule>,
     documented: &Bound<'_, PyCFunction>,
     signature: &Signature,
-    meth: Fastcall,
+    meth: ffi::PyCFunctionFastWithKeywords,
 ) -> PyResult<()> {
     signature.interned(m.py());
     let name = documented.getattr("__name__")?.cast_into::<PyString>()?;

@@ -5,23 +5,26 @@
 use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
-use super::args::{mode_arg, IndexRules, Op};
+use super::args::{mode_arg, Op};
 use super::arrays::{data_array, index_array, view};
-use super::casts::{result_dtype, target_dtype};
+use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::rows::try_take_rows;
 use crate::plan::plan_op;
 use crate::Mode;
 
+/// `op` on `data` and `indices`; `wrap_negative=false` (an operator
+/// version's rule) makes a negative index out of range.
 pub(crate) fn gather<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
     op: Op,
-    rules: IndexRules<'_>,
+    mode: &str,
+    wrap_negative: bool,
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mode = mode_arg(rules.mode)?;
+    let mode = mode_arg(mode)?;
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
@@ -29,7 +32,7 @@ pub(crate) fn gather<'py>(
         .filter(|d| !d.is_none())
         .map(|d| target_dtype(d, data));
     // A `dtype=` that failed to resolve is left for the general path to raise.
-    if mode == Mode::Raise && rules.wrap_negative && !matches!(target, Some(Err(_))) {
+    if mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
         let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
         if let Some(result) = try_take_rows(data, indices, &op, out, row_target)? {
             return Ok(result);
@@ -37,31 +40,24 @@ pub(crate) fn gather<'py>(
     }
     let data = data_array(data)?;
     let target = target.transpose()?;
-    let mut data_dtype = data.dtype();
-    let mut cast = match &target {
-        Some(target) => target.cast_from(&data_dtype)?,
-        None => None,
-    };
+    let data_dtype = data.dtype();
+    let (mut dtype, mut cast) = cast_for(target.as_ref(), &data_dtype)?;
     let (indices, index_type) = index_array(indices)?;
     // Converting `indices` may run Python code too (`__array__`, a
     // subclass's `__array_finalize__`): if it changed data's dtype, the
     // result's dtype and cast follow the dtype the copy reads.
     let now = data.dtype();
     if !now.is(&data_dtype) {
-        if let Some(target) = &target {
-            cast = target.cast_from(&now)?;
-        }
-        data_dtype = now;
+        (dtype, cast) = cast_for(target.as_ref(), &now)?;
     }
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = plan_op(op.operator()?, dview, iview, index_type, None)?;
-    if !rules.wrap_negative {
+    if !wrap_negative {
         plan = plan.reject_negative_indices();
     }
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
     }
-    let dtype = result_dtype(target, cast, data_dtype);
     let result = Planned {
         shape: plan.out_shape(),
         bytes: plan.out_bytes(),

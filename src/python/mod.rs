@@ -18,12 +18,10 @@ mod rows;
 
 use pyo3::prelude::*;
 
-use args::{IndexRules, Int64, Op};
-use fastcall::{extract_or, optional, Parsed, Signature};
+use args::{Int64, Op};
+use fastcall::{extract_or, Signature};
 use pyo3::ffi;
 use pyo3::sync::PyOnceLock;
-
-use crate::GatherError;
 
 /// Gathers slices of `data` addressed by the index tuples along the last
 /// axis of `indices` (ONNX GatherND-13, OpenVINO GatherND-8).
@@ -65,18 +63,8 @@ fn gather_nd_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rules = IndexRules {
-        mode,
-        wrap_negative: true,
-    };
-    gateway::gather(
-        data,
-        indices,
-        Op::GatherNd { batch_dims },
-        rules,
-        out,
-        dtype,
-    )
+    let op = Op::GatherNd { batch_dims };
+    gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
 /// Gathers slices of `data` along `axis` (OpenVINO Gather-8, TensorFlow
@@ -110,18 +98,8 @@ fn gather_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rules = IndexRules {
-        mode,
-        wrap_negative: true,
-    };
-    gateway::gather(
-        data,
-        indices,
-        Op::Gather { axis, batch_dims },
-        rules,
-        out,
-        dtype,
-    )
+    let op = Op::Gather { axis, batch_dims };
+    gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
 /// The parameters of `gather_nd`, as its `#[pyfunction]` declares them.
@@ -140,63 +118,32 @@ static GATHER_ARGS: Signature = Signature {
     interned: PyOnceLock::new(),
 };
 
-/// The registered `gather_nd`: its arguments read by `fastcall`, then
-/// [`gather_nd_py`].
+/// The registered `gather_nd` (`ND`) or `gather`: its arguments read by
+/// `fastcall`, then the gateway, as [`gather_nd_py`] and [`gather_py`].
 ///
 /// # Safety
 /// Called by CPython's vectorcall convention (see [`Signature::parse`]).
-unsafe fn gather_nd_fast(
+unsafe fn gather_fast<const ND: bool>(
     py: Python<'_>,
     _module: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
+    let signature = if ND { &GATHER_ND_ARGS } else { &GATHER_ARGS };
     // SAFETY: forwarded from the caller.
-    let Parsed {
-        data,
-        indices,
-        rest: [batch_dims, mode, out, dtype, ..],
-    } = unsafe { GATHER_ND_ARGS.parse(py, args, nargs, kwnames)? };
-    gather_nd_py(
-        &data,
-        &indices,
-        extract_or(batch_dims, "batch_dims", Int64::Fits(0))?,
-        extract_or(mode, "mode", "raise")?,
-        optional(out).as_deref(),
-        optional(dtype).as_deref(),
-    )
-    .map(Bound::into_ptr)
-}
-
-/// The registered `gather`: its arguments read by `fastcall`, then
-/// [`gather_py`].
-///
-/// # Safety
-/// Called by CPython's vectorcall convention (see [`Signature::parse`]).
-unsafe fn gather_fast(
-    py: Python<'_>,
-    _module: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> PyResult<*mut ffi::PyObject> {
-    // SAFETY: forwarded from the caller.
-    let Parsed {
-        data,
-        indices,
-        rest: [axis, batch_dims, mode, out, dtype, ..],
-    } = unsafe { GATHER_ARGS.parse(py, args, nargs, kwnames)? };
-    gather_py(
-        &data,
-        &indices,
-        extract_or(axis, "axis", Int64::Fits(0))?,
-        extract_or(batch_dims, "batch_dims", Int64::Fits(0))?,
-        extract_or(mode, "mode", "raise")?,
-        optional(out).as_deref(),
-        optional(dtype).as_deref(),
-    )
-    .map(Bound::into_ptr)
+    let (data, indices, rest) = unsafe { signature.parse(py, args, nargs, kwnames)? };
+    // The attributes (`batch_dims`, or `axis` and `batch_dims`), then the
+    // keyword-only `mode`, `out` and `dtype`; each converted in this order.
+    let attrs = if ND { 1 } else { 2 };
+    let int = |i: usize, name| extract_or(rest[i], name, Int64::Fits(0));
+    let axis = if ND { None } else { Some(int(0, "axis")?) };
+    let op = Op::new(axis, int(attrs - 1, "batch_dims")?);
+    let mode = extract_or(rest[attrs], "mode", "raise")?;
+    // `None` where not passed or passed as `None`.
+    let [out, dtype] = [rest[attrs + 1], rest[attrs + 2]].map(|a| a.filter(|a| !a.is_none()));
+    let (out, dtype) = (out.as_deref(), dtype.as_deref());
+    gateway::gather(&data, &indices, op, mode, true, out, dtype).map(Bound::into_ptr)
 }
 
 /// `gather_nd` with an operator version's index rules, for the opset
@@ -209,18 +156,8 @@ fn gather_nd_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rules = IndexRules {
-        mode,
-        wrap_negative,
-    };
-    gateway::gather(
-        data,
-        indices,
-        Op::GatherNd { batch_dims },
-        rules,
-        None,
-        None,
-    )
+    let op = Op::GatherNd { batch_dims };
+    gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
 /// `gather` with an operator version's index rules, for the opset
@@ -234,18 +171,8 @@ fn gather_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let rules = IndexRules {
-        mode,
-        wrap_negative,
-    };
-    gateway::gather(
-        data,
-        indices,
-        Op::Gather { axis, batch_dims },
-        rules,
-        None,
-        None,
-    )
+    let op = Op::Gather { axis, batch_dims };
+    gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
 /// Checks and resolves ``indices`` once for a :func:`gather_nd` from
@@ -274,7 +201,7 @@ fn prepare_gather_nd_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = || Op::GatherNd { batch_dims }.operator();
+    let op = Op::GatherNd { batch_dims };
     prepared::prepare(py, shape, indices, op, mode)
 }
 
@@ -300,7 +227,7 @@ fn prepare_gather_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = || Op::Gather { axis, batch_dims }.operator();
+    let op = Op::Gather { axis, batch_dims };
     prepared::prepare(py, shape, indices, op, mode)
 }
 
@@ -323,13 +250,8 @@ fn get_num_threads_py() -> usize {
 /// (``0`` turns the pool off), releasing at once what is over it.
 #[pyfunction(name = "set_pool_limit")]
 fn set_pool_limit_py(nbytes: Int64) -> PyResult<()> {
-    let nbytes = nbytes.get("nbytes")?;
-    let bytes = usize::try_from(nbytes).map_err(|_| {
-        GatherError::InvalidArgument(format!(
-            "set_pool_limit: the limit must be a number of bytes >= 0, got {nbytes}"
-        ))
-    })?;
-    crate::pool::set_limit(bytes);
+    let error = |n| format!("set_pool_limit: the limit must be a number of bytes >= 0, got {n}");
+    crate::pool::set_limit(nbytes.size("nbytes", error)?);
     Ok(())
 }
 
@@ -356,24 +278,11 @@ fn release_pool_py(py: Python<'_>) -> usize {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // PyO3's trampoline (panics to exceptions) around each fast parser.
-    fastcall::add(
-        m,
-        &wrap_pyfunction!(gather_nd_py, m)?,
-        &GATHER_ND_ARGS,
-        pyo3::impl_::trampoline::get_trampoline_function!(
-            fastcall_cfunction_with_keywords,
-            gather_nd_fast
-        ),
-    )?;
-    fastcall::add(
-        m,
-        &wrap_pyfunction!(gather_py, m)?,
-        &GATHER_ARGS,
-        pyo3::impl_::trampoline::get_trampoline_function!(
-            fastcall_cfunction_with_keywords,
-            gather_fast
-        ),
-    )?;
+    use pyo3::impl_::trampoline::get_trampoline_function as trampoline;
+    let nd = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<true>);
+    fastcall::add(m, &wrap_pyfunction!(gather_nd_py, m)?, &GATHER_ND_ARGS, nd)?;
+    let gather = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<false>);
+    fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
     m.add_function(wrap_pyfunction!(gather_nd_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(gather_with_rules_py, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;

@@ -9,9 +9,9 @@ use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
-use super::args::{mode_arg, Int64};
+use super::args::{mode_arg, Int64, Op};
 use super::arrays::{data_array, index_array, view};
-use super::casts::{result_dtype, target_dtype};
+use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
 use crate::prepared::{Positions, Prepared};
@@ -30,42 +30,27 @@ pub(crate) struct PreparedGather {
     inner: Prepared,
 }
 
-/// A shape argument: sizes >= 0 that fit 64 bits.
-fn shape_arg(shape: Vec<Int64>) -> PyResult<Vec<usize>> {
-    shape
-        .into_iter()
-        .map(|n| {
-            let n = n.get("shape")?;
-            Ok(usize::try_from(n).map_err(|_| {
-                GatherError::InvalidArgument(format!(
-                    "shape must hold sizes >= 0, got a size of {n}"
-                ))
-            })?)
-        })
-        .collect()
-}
-
 /// Prepares `op` from `indices` for `data` of `shape`.
 pub(crate) fn prepare(
     py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
-    op: impl FnOnce() -> PyResult<Operator>,
+    op: Op,
     mode: &str,
 ) -> PyResult<PreparedGather> {
     // In the one-shot call's order, so that the same bad argument is
     // reported first.
     let mode = mode_arg(mode)?;
-    let shape = shape_arg(shape)?;
+    let error = |n| format!("shape must hold sizes >= 0, got a size of {n}");
+    let shape = shape.into_iter().map(|n| n.size("shape", error));
+    let shape = shape.collect::<PyResult<Vec<_>>>()?;
     let (indices, index_type) = index_array(indices)?;
     let iview = view(&indices)?;
-    let op = op()?;
-    let reads = iview.bytes.len();
-    let threads = num_threads();
-    let run = || Prepared::new(op, &shape, iview, index_type, mode, threads);
+    let op = op.operator()?;
+    let run = || Prepared::new(op, &shape, iview, index_type, mode, num_threads());
     // Checked and resolved with the GIL released when large, as a one-shot
     // call's copy is.
-    let inner = run_detached(py, reads, run)?;
+    let inner = run_detached(py, iview.bytes.len(), run)?;
     Ok(PreparedGather { inner })
 }
 
@@ -124,17 +109,12 @@ impl PreparedGather {
             .map(|d| target_dtype(d, data));
         let data = data_array(data)?;
         let target = target.transpose()?;
-        let data_dtype = data.dtype();
-        let cast = match &target {
-            Some(target) => target.cast_from(&data_dtype)?,
-            None => None,
-        };
+        let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
         let dview = view(&data)?;
         let mut call = self.inner.bind(dview)?;
         if let Some(cast) = cast {
             call = call.with_cast(cast)?;
         }
-        let dtype = result_dtype(target, cast, data_dtype);
         let result = Planned {
             shape: call.out_shape(),
             bytes: call.out_bytes(),
@@ -173,12 +153,11 @@ impl PreparedGather {
         };
         let order: Option<Vec<u8>> =
             order.map(|o| o.iter().flat_map(|r| r.to_le_bytes()).collect());
-        let (ikind, isize_) = index_type_code(ty);
         let state = (
             kind,
             PyTuple::new(py, shape)?,
             PyTuple::new(py, index_shape)?,
-            (ikind, isize_),
+            index_type_code(ty),
             axis,
             batch_dims,
             mode.name(),
@@ -193,19 +172,8 @@ impl PreparedGather {
     }
 }
 
-/// The parts of a pickled state, in `__reduce__`'s order.
-const STATE: [&str; 10] = [
-    "kind",
-    "shape",
-    "index_shape",
-    "index_type",
-    "axis",
-    "batch_dims",
-    "mode",
-    "width",
-    "positions",
-    "order",
-];
+/// The number of parts of a pickled state.
+const PARTS: usize = 10;
 
 /// Unpickles a [`PreparedGather`] from the state `__reduce__` gave. A
 /// pickle may come from anywhere, so the parts are taken as they come and
@@ -215,62 +183,41 @@ const STATE: [&str; 10] = [
 /// `int`, `tuple` and `bytes` are read).
 #[pyfunction(name = "_prepared_from_state", signature = (*parts))]
 pub(crate) fn prepared_from_state(parts: &Bound<'_, PyTuple>) -> PyResult<PreparedGather> {
-    if parts.len() != STATE.len() {
-        return Err(bad_state(format!(
-            "{} parts, not {}",
-            parts.len(),
-            STATE.len()
-        )));
+    if parts.len() != PARTS {
+        return Err(bad_state(format!("{} parts, not {PARTS}", parts.len())));
     }
-    let part = |i: usize| Ok::<_, PyErr>((parts.get_item(i)?, STATE[i]));
-    let (kind, name) = part(0)?;
-    let op = match text(&kind, name)?.as_str() {
+    // In `__reduce__`'s order: kind, shape, index_shape, index_type, axis,
+    // batch_dims, mode, width, positions, order.
+    let part = |i: usize| parts.get_item(i);
+    let op = match text(&part(0)?, "kind")?.as_str() {
         "gather_nd" => Operator::GatherNd {
-            batch_dims: int(&part(5)?.0, "batch_dims")?,
+            batch_dims: int(&part(5)?, "batch_dims")?,
         },
         "gather" => Operator::Gather {
-            axis: int(&part(4)?.0, "axis")?,
-            batch_dims: int(&part(5)?.0, "batch_dims")?,
+            axis: int(&part(4)?, "axis")?,
+            batch_dims: int(&part(5)?, "batch_dims")?,
         },
-        _ => return Err(wrong(name, "an unknown operator")),
+        _ => return Err(wrong("kind", "an unknown operator")),
     };
-    let shape = sizes(&part(1)?.0, "shape")?;
-    let index_shape = sizes(&part(2)?.0, "index_shape")?;
-    let ty = index_type(&part(3)?.0)?;
+    let shape = sizes(&part(1)?, "shape")?;
+    let index_shape = sizes(&part(2)?, "index_shape")?;
+    let ty = index_type(&part(3)?)?;
     let mode =
-        Mode::parse(&text(&part(6)?.0, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
-    let (positions, name) = part(8)?;
-    let positions = bytes(&positions, name)?;
-    let positions = match int(&part(7)?.0, "width")? {
-        4 if positions.len() % 4 == 0 => Positions::U32(
-            positions
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        ),
-        8 if positions.len() % 8 == 0 => Positions::U64(
-            positions
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-                .collect(),
-        ),
-        4 | 8 => return Err(wrong(name, "a partial position")),
+        Mode::parse(&text(&part(6)?, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
+    let positions = part(8)?;
+    // Its type checked before the width, as the parts come.
+    bytes(&positions, "positions")?;
+    let partial = "a partial position";
+    let positions = match int(&part(7)?, "width")? {
+        4 => Positions::U32(words(&positions, "positions", partial, u32::from_le_bytes)?),
+        8 => Positions::U64(words(&positions, "positions", partial, u64::from_le_bytes)?),
         _ => return Err(wrong("width", "positions of an unknown width")),
     };
-    let (order, name) = part(9)?;
-    let order = if order.is_none() {
-        None
-    } else {
-        let o = bytes(&order, name)?;
-        if o.len() % 4 != 0 {
-            return Err(wrong(name, "a partial row number"));
-        }
-        Some(
-            o.chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        )
-    };
+    let order = part(9)?;
+    let partial = "a partial row number";
+    let order = (!order.is_none())
+        .then(|| words(&order, "order", partial, u32::from_le_bytes))
+        .transpose()?;
     let inner = Prepared::from_parts(op, &shape, &index_shape, ty, mode, positions, order)
         .map_err(|e| bad_state(e.to_string()))?;
     Ok(PreparedGather { inner })
@@ -313,6 +260,22 @@ fn sizes(v: &Bound<'_, PyAny>, part: &str) -> PyResult<Vec<usize>> {
     t.iter()
         .map(|n| usize::try_from(int(&n, part)?).map_err(|_| wrong(part, "holding a size below 0")))
         .collect()
+}
+
+/// A part that must be `bytes` of little-endian words of `N` bytes; one
+/// cut short is `what`.
+fn words<const N: usize, T>(
+    v: &Bound<'_, PyAny>,
+    part: &str,
+    what: &str,
+    word: fn([u8; N]) -> T,
+) -> PyResult<Vec<T>> {
+    let bytes = bytes(v, part)?;
+    if bytes.len() % N != 0 {
+        return Err(wrong(part, what));
+    }
+    let words = bytes.chunks_exact(N);
+    Ok(words.map(|b| word(std::array::from_fn(|i| b[i]))).collect())
 }
 
 /// A part that must be `bytes`.

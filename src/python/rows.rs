@@ -10,8 +10,8 @@ use pyo3::prelude::*;
 use smallvec::SmallVec;
 
 use super::args::{Int64, Op};
-use super::arrays::{bytes_mut, check_out, new_output, raw_bytes};
-use super::casts::Target;
+use super::arrays::{bytes_mut, check_out, new_output, overlaps, raw_bytes};
+use super::casts::{cast_for, result_dtype, Target};
 use super::detach::run_detached;
 use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::RANDOM_ROW_COST;
@@ -43,10 +43,8 @@ pub(crate) fn try_take_rows<'py>(
         Some(hit) => hit,
         None => {
             owned = table.dtype();
-            let cast = match target.map(|t| t.cast_from(&owned)) {
-                None => None,
-                Some(Ok(cast)) => cast,
-                Some(Err(_)) => return Ok(None),
+            let Ok((_, cast)) = cast_for(target, &owned) else {
+                return Ok(None);
             };
             // Choosing a cast from a dtype of none of NumPy's kinds looks up
             // its type's name, the one step that could run Python code (a
@@ -61,10 +59,7 @@ pub(crate) fn try_take_rows<'py>(
     if data_dtype.has_object() {
         return Ok(None);
     }
-    let dtype = match (cast, target) {
-        (Some(_), Some(target)) => &target.dtype,
-        _ => data_dtype,
-    };
+    let dtype = result_dtype(target, cast, data_dtype);
     let (ids_shape, table_shape) = (ids.shape(), table.shape());
     // How many leading axes of the table are batch axes (GatherND's
     // `batch_dims`, the same on the ids) and how many past them an entry
@@ -90,11 +85,12 @@ pub(crate) fn try_take_rows<'py>(
     }
     let (batch_shape, rest) = table_shape.split_at(b);
     let (dims, row_shape) = rest.split_at(k);
-    let row_bytes = row_shape
-        .iter()
-        .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n));
     let count = ids.len() / k;
-    let Some(row_bytes) = row_bytes else {
+    let item = data_dtype.itemsize();
+    let Some(row_bytes) = row_shape
+        .iter()
+        .try_fold(item, |acc, &n| acc.checked_mul(n))
+    else {
         return Ok(None);
     };
     let out_row = match cast {
@@ -116,7 +112,7 @@ pub(crate) fn try_take_rows<'py>(
     let (table_ptr, table_len) = raw_bytes(table);
     // SAFETY: a C-contiguous array's `len * itemsize` bytes lie one after
     // the other from its data pointer, and the array is alive for this call.
-    let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr.cast_const(), table_len) };
+    let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr, table_len) };
     let rows = RowTable {
         bytes: table_bytes,
         batches: batch_shape.iter().product(),
@@ -124,23 +120,24 @@ pub(crate) fn try_take_rows<'py>(
         row_bytes,
     };
     let py = data.py();
-    let Some(out) = out else {
-        let result = new_output(py, dtype, &shape, count * out_row)?;
-        // SAFETY: the array was just made; nothing else refers to its buffer.
-        let buf = unsafe { bytes_mut(&result) };
-        let taken = take(py, rows, ids, buf, cast);
-        return Ok(taken.then(|| result.into_any()));
+    // A new array, or `out` itself (as `check_out` returns it).
+    let result = match out {
+        None => new_output(py, dtype, &shape, count * out_row)?,
+        Some(out) => match check_out(out, dtype, &shape) {
+            Ok(out) if !overlaps(&out, [raw_bytes(table), raw_bytes(ids)]) => out,
+            _ => return Ok(None),
+        },
     };
-    let Ok(target) = check_out(out, dtype, &shape) else {
-        return Ok(None);
+    // SAFETY: a new array's buffer is referred to by nothing else; `out`
+    // is C-contiguous and writeable (check_out) and shares no byte with
+    // `table` or `ids`, the only other memory read here.
+    let buf = unsafe { bytes_mut(&result) };
+    let taken = if ids.dtype().itemsize() == 8 {
+        take::<i64>(py, rows, ids, buf, cast)
+    } else {
+        take::<i32>(py, rows, ids, buf, cast)
     };
-    if meets(&target, table) || meets(&target, ids) {
-        return Ok(None);
-    }
-    // SAFETY: `target` is C-contiguous and writeable (check_out) and shares
-    // no byte with `table` or `ids`, the only other memory read here.
-    let buf = unsafe { bytes_mut(&target) };
-    Ok(take(py, rows, ids, buf, cast).then(|| out.clone()))
+    Ok(taken.then(|| result.into_any()))
 }
 
 /// Whether a row-path call of `count` rows of `out_row` output bytes is
@@ -166,49 +163,25 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
         && dtype.is_native_byteorder() != Some(false)
 }
 
-/// The rows of `table`, by ids (tuples of `table.dims.len()`) of their own
-/// type, converted by `cast` if given;
-/// whether the row path took them. A result of
-/// [`DETACH_MIN_BYTES`](super::detach::DETACH_MIN_BYTES) or more
+/// The rows of `table`, by ids of type `I` (tuples of `table.dims.len()`),
+/// converted by `cast` if given; whether the row path took them. A result
+/// of [`DETACH_MIN_BYTES`](super::detach::DETACH_MIN_BYTES) or more
 /// is copied with the GIL released, as the general path's are (the ids are
 /// read and checked before, with it held).
-fn take(
+fn take<I: RowId>(
     py: Python<'_>,
     table: RowTable<'_>,
     ids: &Bound<'_, PyUntypedArray>,
     out: &mut [u8],
     cast: Option<Cast>,
 ) -> bool {
-    fn typed<I: RowId>(
-        py: Python<'_>,
-        table: RowTable<'_>,
-        ids: &Bound<'_, PyUntypedArray>,
-        out: &mut [u8],
-        cast: Option<Cast>,
-    ) -> bool {
-        let (ptr, len) = raw_bytes(ids);
-        // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
-        // array of `I` (kind 'i', this itemsize, native order): `len` bytes
-        // of `I`s from its data pointer, alive for this call. The GIL is held
-        // while they are read (`take_tuples_in` reads them before `run`), and
-        // `out` shares no byte with them.
-        let ids = unsafe {
-            std::slice::from_raw_parts(ptr.cast_const().cast::<I>(), len / size_of::<I>())
-        };
-        let bytes = out.len();
-        take_tuples_in(table, ids, out, cast, |copy| run_detached(py, bytes, copy)).is_ok()
-    }
-    if ids.dtype().itemsize() == 8 {
-        typed::<i64>(py, table, ids, out, cast)
-    } else {
-        typed::<i32>(py, table, ids, out, cast)
-    }
-}
-
-/// Whether the buffers of two C-contiguous arrays share a byte; addresses
-/// compared as numbers, with no reference made to either's memory.
-fn meets(a: &Bound<'_, PyUntypedArray>, b: &Bound<'_, PyUntypedArray>) -> bool {
-    let range = |(start, len): (*mut u8, usize)| start.addr()..start.addr().saturating_add(len);
-    let (ra, rb) = (range(raw_bytes(a)), range(raw_bytes(b)));
-    !ra.is_empty() && !rb.is_empty() && ra.start < rb.end && rb.start < ra.end
+    let (ptr, len) = raw_bytes(ids);
+    // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
+    // array of `I` (kind 'i', this itemsize, native order): `len` bytes
+    // of `I`s from its data pointer, alive for this call. The GIL is held
+    // while they are read (`take_tuples_in` reads them before `run`), and
+    // `out` shares no byte with them.
+    let ids = unsafe { std::slice::from_raw_parts(ptr.cast::<I>(), len / size_of::<I>()) };
+    let bytes = out.len();
+    take_tuples_in(table, ids, out, cast, |copy| run_detached(py, bytes, copy)).is_ok()
 }
