@@ -20,6 +20,26 @@ use crate::split::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::stand_in::stand_in;
 use crate::threads::{for_each_task, Disjoint};
 
+/// Runs `$body` with `$p` the positions of `$call` (a slice of their word)
+/// and `$Z` whether a mark is a zero-filled row, a constant in `$body`.
+macro_rules! with_words {
+    ($call:expr, $p:ident, $Z:ident => $body:expr) => {
+        if $call.prepared.mode == Mode::Zero {
+            const $Z: bool = true;
+            with_words!(@word $call, $p, $body)
+        } else {
+            const $Z: bool = false;
+            with_words!(@word $call, $p, $body)
+        }
+    };
+    (@word $call:expr, $p:ident, $body:expr) => {
+        match &$call.prepared.positions {
+            Positions::U32($p) => $body,
+            Positions::U64($p) => $body,
+        }
+    };
+}
+
 impl Prepared {
     /// Binds the gather to `data`, which must have the prepared shape (any
     /// element size and strides): the call's plan, checked (`data`'s view,
@@ -164,18 +184,12 @@ impl PreparedCall<'_> {
         let cost = self
             .work_bytes()
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST));
-        let zero = self.prepared.mode == Mode::Zero;
         if let Some(order) = &self.prepared.order {
             self.execute_in_address_order(order, out, threads, cost);
             return Ok(());
         }
         let copy = |start: usize, chunk: &mut [u8]| {
-            match (&self.prepared.positions, zero) {
-                (Positions::U32(p), false) => self.copy_rows::<u32, false>(p, start, chunk),
-                (Positions::U32(p), true) => self.copy_rows::<u32, true>(p, start, chunk),
-                (Positions::U64(p), false) => self.copy_rows::<u64, false>(p, start, chunk),
-                (Positions::U64(p), true) => self.copy_rows::<u64, true>(p, start, chunk),
-            }
+            with_words!(self, p, Z => self.copy_rows::<_, Z>(p, start, chunk));
             Ok(())
         };
         split_rows(threads, n, cost, self.plan.slice_bytes, out, &copy)
@@ -245,29 +259,13 @@ impl PreparedCall<'_> {
     fn execute_in_address_order(&self, order: &[u32], out: &mut [u8], threads: usize, cost: usize) {
         let n = order.len();
         let base = Disjoint::new(out.as_mut_ptr());
-        let zero = self.prepared.mode == Mode::Zero;
         let run = |range: std::ops::Range<usize>| {
             let rows = &order[range.clone()];
-            // SAFETY: (each arm) `base` is `out`, which holds the plan's
-            // n_rows rows; `rows` is a range of a permutation of them, and
-            // ranges of different tasks are disjoint, so no two writes
-            // meet; `out` does not overlap `data` (caller of `execute`).
-            unsafe {
-                match (&self.prepared.positions, zero) {
-                    (Positions::U32(p), false) => {
-                        self.scatter_rows::<u32, false>(&p[range], rows, &base)
-                    }
-                    (Positions::U32(p), true) => {
-                        self.scatter_rows::<u32, true>(&p[range], rows, &base)
-                    }
-                    (Positions::U64(p), false) => {
-                        self.scatter_rows::<u64, false>(&p[range], rows, &base)
-                    }
-                    (Positions::U64(p), true) => {
-                        self.scatter_rows::<u64, true>(&p[range], rows, &base)
-                    }
-                }
-            }
+            // SAFETY: `base` is `out`, which holds the plan's n_rows rows;
+            // `rows` is a range of a permutation of them, and ranges of
+            // different tasks are disjoint, so no two writes meet; `out`
+            // does not overlap `data` (caller of `execute`).
+            with_words!(self, p, Z => unsafe { self.scatter_rows::<_, Z>(&p[range], rows, &base) })
         };
         match task_rows(threads, n, cost) {
             None => run(0..n),
