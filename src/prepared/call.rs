@@ -59,13 +59,9 @@ impl Prepared {
             // (`scatter_rows`): no stores that bypass the cache.
             plan.stream = false;
         }
-        let rows = if plan.out_bytes == 0 { 0 } else { plan.n_rows };
-        if rows > self.positions.len() {
-            // Unreachable: the same shapes plan the same rows.
-            return Err(GatherError::InvalidArgument(
-                "a prepared gather's positions do not match its plan".into(),
-            ));
-        }
+        // The same shapes plan the same rows: a position each, as `new`
+        // made them and `from_parts` checked them (the copies rely on it).
+        debug_assert!(plan.out_bytes == 0 || plan.n_rows == self.positions.len());
         let address = Address::new(&data, self.lead);
         Ok(PreparedCall {
             prepared: self,
