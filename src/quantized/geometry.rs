@@ -4,21 +4,27 @@
 
 use super::{BlockQuantized, Codes};
 use crate::error::{GatherError, Result};
-
-pub(super) fn invalid(msg: String) -> GatherError {
-    GatherError::InvalidArgument(msg)
-}
+use crate::validate::invalid;
 
 pub(super) fn too_large() -> GatherError {
     GatherError::Overflow("GatherBlockQuantized: a size overflows 64 bits".into())
 }
 
-/// Checks the lengths of the scales and zero points against the shapes.
-pub(super) fn check_scales_and_zero_points(
+/// Checks the length of the output (`out_len` bytes, elements of `width`
+/// bytes), then those of the scales and zero points, against the shapes.
+pub(super) fn check_buffers(
     q: &BlockQuantized<'_>,
     geo: &Geometry,
+    out_len: usize,
     width: usize,
 ) -> Result<()> {
+    let out_elements = geo.rows.checked_mul(geo.row).ok_or_else(too_large)?;
+    if out_len != out_elements.checked_mul(width).ok_or_else(too_large)? {
+        return Err(invalid(format!(
+            "the output has {out_len} bytes, the result needs {out_elements} elements of \
+             {width} bytes"
+        )));
+    }
     let n_scales = geo.scale_count()?;
     if q.scales.len() != n_scales.checked_mul(width).ok_or_else(too_large)? {
         return Err(invalid(format!(
