@@ -2,15 +2,13 @@
 //! then the one-shot copy routines, in the rows' order or, for positions in
 //! address order, through a small buffer scattered to the rows.
 
-use smallvec::SmallVec;
-
 use super::positions::{Positions, Word};
 use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::hints::fence;
 use crate::kernel::BLOCK;
-use crate::layout::ArrayView;
+use crate::layout::{coalesce, ArrayView, Dim, Dims};
 use crate::mode::Mode;
 use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
@@ -74,34 +72,25 @@ impl Prepared {
 /// How a call turns positions into byte offsets in its `data`.
 #[derive(Clone, Debug)]
 pub(super) enum Address {
-    /// `position * stride`: each leading axis' byte stride is its element
-    /// stride times this one (axes of size 1 aside, which a position never
-    /// moves along).
+    /// `position * stride`: the leading axes step through `data` as one
+    /// axis of this byte stride would (they coalesce into one).
     Scaled(isize),
-    /// The position unravelled over the leading axes (size, byte stride).
-    Unravel(SmallVec<[(usize, isize); 8]>),
+    /// The position unravelled over the leading axes, coalesced.
+    Unravel(Dims),
 }
 
 impl Address {
     pub(super) fn new(data: &ArrayView<'_>, lead: usize) -> Address {
-        let axes: SmallVec<[(usize, isize); 8]> = data.shape[..lead]
-            .iter()
-            .copied()
-            .zip(data.strides.iter().copied())
-            .collect();
-        let inner = axes.iter().rev().find(|&&(n, _)| n > 1).map_or(0, |a| a.1);
-        let mut step = 1isize;
-        let mut scaled = true;
-        for &(n, stride) in axes.iter().rev() {
-            if n > 1 {
-                scaled &= step.checked_mul(inner) == Some(stride);
-            }
-            step = step.saturating_mul(n as isize);
-        }
-        if scaled {
-            Address::Scaled(inner)
-        } else {
-            Address::Unravel(axes)
+        let axes = data.shape[..lead].iter().zip(data.strides);
+        let dims = coalesce(axes.map(|(&size, &data_stride)| Dim {
+            size,
+            data_stride,
+            index_stride: 0,
+        }));
+        match dims.as_slice() {
+            [] => Address::Scaled(0),
+            [axis] => Address::Scaled(axis.data_stride),
+            _ => Address::Unravel(dims),
         }
     }
 
@@ -112,13 +101,14 @@ impl Address {
             // No overflow: equal to the unravelled sum below, a byte offset
             // of an element of `data`, which fits its span.
             Address::Scaled(stride) => position as isize * stride,
-            Address::Unravel(axes) => {
+            Address::Unravel(dims) => {
                 let mut rest = position;
                 let mut off = 0isize;
-                for &(n, stride) in axes.iter().rev() {
-                    // n > 0: the position exists, so no leading axis is empty.
-                    off += (rest % n) as isize * stride;
-                    rest /= n;
+                for d in dims.iter().rev() {
+                    // size > 0: the position exists, so no leading axis is
+                    // empty (and coalescing kept none of size 1).
+                    off += (rest % d.size) as isize * d.data_stride;
+                    rest /= d.size;
                 }
                 off
             }

@@ -87,9 +87,7 @@ impl Prepared {
         if rows == 0 {
             // No row to copy: only the indices' check remains, as in a
             // one-shot call with an empty output.
-            if plan.can_fail(mode) {
-                plan.check_all(mode, threads)?;
-            }
+            plan.validate(mode, threads)?;
         } else if count(&shape[..lead]) > u32::MAX as usize {
             prepared.positions = Positions::U64(resolve::<u64>(&plan, mode, threads)?);
         } else {
