@@ -2,7 +2,6 @@
 //! (checked, then filled in the scales' type).
 
 use super::fill::run;
-use super::geometry::Geometry;
 use super::{BlockQuantized, Indices, ScaleType};
 use crate::error::Result;
 use crate::index::IndexType;
@@ -65,10 +64,9 @@ pub fn gather_block_quantized(
     out: &mut [u8],
     threads: usize,
 ) -> Result<()> {
-    let geo = Geometry::new(q, indices.len())?;
     match q.scale_type {
-        ScaleType::Float32 => run::<F32>(q, &geo, indices, out, threads),
-        ScaleType::Float16 => run::<F16>(q, &geo, indices, out, threads),
-        ScaleType::BFloat16 => run::<BF16>(q, &geo, indices, out, threads),
+        ScaleType::Float32 => run::<F32>(q, indices, out, threads),
+        ScaleType::Float16 => run::<F16>(q, indices, out, threads),
+        ScaleType::BFloat16 => run::<BF16>(q, indices, out, threads),
     }
 }

@@ -2,7 +2,7 @@
 //! runs of one scale.
 
 use super::decode::{prefetch_bytes, Decode, NibbleCodes, PackedCodes, TableCodes};
-use super::geometry::{check_buffers, Geometry};
+use super::geometry::Geometry;
 use super::{BlockQuantized, Codes, Indices};
 use crate::error::Result;
 use crate::hints::{fence, STREAM_MIN_OUT_BYTES};
@@ -18,12 +18,11 @@ const ELEMENT_COST: usize = 8;
 /// The call, its buffers checked, in the scales' type `R`.
 pub(super) fn run<R: Real>(
     q: &BlockQuantized<'_>,
-    geo: &Geometry,
     indices: Indices<'_>,
     out: &mut [u8],
     threads: usize,
 ) -> Result<()> {
-    check_buffers(q, geo, out.len(), R::WIDTH)?;
+    let geo = &Geometry::new(q, indices.len(), out.len(), R::WIDTH)?;
     match q.codes {
         Codes::Packed { bytes, bits } => {
             let d = PackedCodes {
