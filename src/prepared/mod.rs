@@ -32,8 +32,8 @@ pub use positions::Positions;
 use positions::{count, with_capacity, Word};
 
 use crate::error::{GatherError, Result};
-use crate::index::{with_index_type, IndexElem, IndexType};
-use crate::kernel::{row_offsets, BLOCK};
+use crate::index::IndexType;
+use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
@@ -246,43 +246,29 @@ fn resolve<W: Word>(plan: &Plan<'_>, mode: Mode, threads: usize) -> Result<Vec<W
     positions.resize(n, W::MARK);
     let reads = plan.tuple.len() * plan.index_type.itemsize();
     let cost = n.saturating_mul(reads + std::mem::size_of::<W>());
+    // Positions of rows `start..start + words.len()`, a block at a time.
     let fill = |start: usize, words: &mut [W]| {
-        with_index_type!(plan.index_type, T => match mode {
-            Mode::Raise => fill_positions::<T, W, false, false>(plan, start, words),
-            Mode::Zero => fill_positions::<T, W, false, true>(plan, start, words),
-            Mode::Clip => fill_positions::<T, W, true, false>(plan, start, words),
-        })
+        let mut offsets = [0isize; BLOCK];
+        for (i, block) in words.chunks_mut(BLOCK).enumerate() {
+            let offsets = &mut offsets[..block.len()];
+            plan.row_offsets(mode, start + i * BLOCK, offsets)?;
+            for (w, &off) in block.iter_mut().zip(offsets.iter()) {
+                // A valid row's offset is its position: a non-negative
+                // number below the count of leading elements.
+                *w = if off == ZERO_FILL {
+                    W::MARK
+                } else {
+                    W::from_offset(off as usize)
+                };
+            }
+        }
+        Ok(())
     };
     match split_rows(threads, n, cost, 1, &mut positions, &fill) {
         Ok(()) => Ok(positions),
         // The first bad index in C order, as a one-shot call reports it.
         Err(BadRow) => plan.report_bad(mode, threads).map(|()| positions),
     }
-}
-
-/// Positions of rows `start..start + words.len()`, a block at a time.
-fn fill_positions<T: IndexElem, W: Word, const CLIP: bool, const ZERO: bool>(
-    plan: &Plan<'_>,
-    start: usize,
-    words: &mut [W],
-) -> std::result::Result<(), BadRow> {
-    let mut offsets = [0isize; BLOCK];
-    for (i, block) in words.chunks_mut(BLOCK).enumerate() {
-        let offsets = &mut offsets[..block.len()];
-        // SAFETY: rows start + i * BLOCK .. + block.len() are rows of the
-        // plan (the words are a range of its n_rows).
-        unsafe { row_offsets::<T, CLIP, ZERO>(plan, start + i * BLOCK, offsets)? };
-        for (w, &off) in block.iter_mut().zip(offsets.iter()) {
-            // A valid row's offset is its position: a non-negative number
-            // below the count of leading elements.
-            *w = if ZERO && off == ZERO_FILL {
-                W::MARK
-            } else {
-                W::from_offset(off as usize)
-            };
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
