@@ -145,10 +145,9 @@ impl PreparedCall<'_> {
 
     /// Bytes a call moves: the result written plus the positions read.
     pub fn work_bytes(&self) -> usize {
-        let p = &self.prepared.positions;
         self.plan
             .out_bytes
-            .saturating_add(p.len().saturating_mul(p.width()))
+            .saturating_add(self.prepared.positions.bytes())
     }
 
     /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and

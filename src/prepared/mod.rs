@@ -204,7 +204,7 @@ impl Prepared {
     pub fn nbytes(&self) -> usize {
         let words = self.data_shape.len() + self.index_shape.len() + self.out_shape.len();
         std::mem::size_of::<Self>()
-            + self.positions.len() * self.positions.width()
+            + self.positions.bytes()
             + self.order.as_ref().map_or(0, |o| o.len() * 4)
             + (words + self.zeros.len()) * std::mem::size_of::<usize>()
     }
