@@ -2,7 +2,8 @@
 //! float16, bfloat16), as native-endian bytes: one value at a time, or 16
 //! 4-bit codes at once (SSE2 on x86-64, `nibbles`).
 
-use crate::half::{f16_to_f32, f32_to_bf16, f32_to_f16};
+use crate::convert::f16_to_f32_bits;
+use crate::half::{f32_to_bf16, f32_to_f16};
 
 /// A floating-point type the scales and the output may have, as bits.
 pub(crate) trait Real: Sized {
@@ -66,17 +67,23 @@ real!(F32, u32, f32::from_bits, f32::to_bits, {
     }
 });
 
-real!(F16, u16, f16_to_f32, f32_to_f16, {
-    #[inline(always)]
-    fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, _stream: bool) {
-        #[cfg(target_arch = "x86_64")]
-        if let Ok(out) = <&mut [u8; 32]>::try_from(&mut *out) {
-            crate::nibbles::to_f16(out, b, zp, scale);
-            return;
+real!(
+    F16,
+    u16,
+    |h| f32::from_bits(f16_to_f32_bits(h)),
+    f32_to_f16,
+    {
+        #[inline(always)]
+        fn nibbles16(out: &mut [u8], b: &[u8; 8], zp: i32, scale: f32, _stream: bool) {
+            #[cfg(target_arch = "x86_64")]
+            if let Ok(out) = <&mut [u8; 32]>::try_from(&mut *out) {
+                crate::nibbles::to_f16(out, b, zp, scale);
+                return;
+            }
+            each_nibble::<Self>(out, b, zp, scale);
         }
-        each_nibble::<Self>(out, b, zp, scale);
     }
-});
+);
 
 real!(
     BF16,
