@@ -296,7 +296,7 @@ fn small_int_to_f16(v: i32) -> u16 {
 /// floatbits`): exact, a NaN's payload kept (a signalling one stays so).
 /// Branch-free, so that a run of them vectorises.
 #[inline(always)]
-fn f16_to_f32_bits(h: u16) -> u32 {
+pub(crate) fn f16_to_f32_bits(h: u16) -> u32 {
     let h = u32::from(h);
     let sign = (h & 0x8000) << 16;
     let mag = h & 0x7fff;

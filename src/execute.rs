@@ -217,7 +217,7 @@ impl Plan<'_> {
 
     /// Source offsets of output rows `start..start + offsets.len()` (see
     /// `kernel::row_offsets`).
-    fn row_offsets(
+    pub(crate) fn row_offsets(
         &self,
         mode: Mode,
         start: usize,

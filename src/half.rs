@@ -1,25 +1,6 @@
-//! Half-width floats as bits: float16 and bfloat16 from and to `f32`,
-//! rounding as onnxruntime does (to nearest even), for the results of
-//! `quantized`.
-
-/// `float16` bits to `f32`, exactly.
-pub(crate) fn f16_to_f32(h: u16) -> f32 {
-    let sign = u32::from(h & 0x8000) << 16;
-    let exp = u32::from((h >> 10) & 0x1f);
-    let man = u32::from(h & 0x3ff);
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, _) => {
-            // Subnormal: man * 2^-24, exact in f32.
-            let v = man as f32 * f32::from_bits(0x3380_0000);
-            return if sign != 0 { -v } else { v };
-        }
-        (0x1f, 0) => sign | 0x7f80_0000,
-        (0x1f, _) => sign | 0x7fc0_0000 | (man << 13),
-        _ => sign | ((exp + 112) << 23) | (man << 13),
-    };
-    f32::from_bits(bits)
-}
+//! Half-width floats as bits: `f32` to float16 and bfloat16, rounding as
+//! onnxruntime does (to nearest even), for the results of `quantized` (the
+//! exact way back from float16 is `convert`'s).
 
 /// `f32` to `float16` bits, rounding to nearest even, as onnxruntime's
 /// `MLFloat16(float)` does: overflow gives infinity, and every NaN the
@@ -62,11 +43,12 @@ pub(crate) fn f32_to_bf16(v: f32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::f16_to_f32_bits;
 
     #[test]
     fn f16_round_trip_and_rounding() {
         for h in 0..=u16::MAX {
-            let f = f16_to_f32(h);
+            let f = f32::from_bits(f16_to_f32_bits(h));
             if f.is_nan() {
                 assert_eq!(f32_to_f16(f) & 0x7fff, 0x7e00);
             } else {

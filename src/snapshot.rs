@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
+use crate::threads::{for_each_task, Disjoint};
 
 /// Bytes copied and then hashed at a time (while they are in L2).
 const PART: usize = 256 * 1024;
@@ -31,26 +31,22 @@ pub fn copy_and_digest(src: &[u8], dst: Option<&mut [u8]>, threads: usize) -> u6
     let out = dst.map(|d| Disjoint::new(d.as_mut_ptr()));
     let part = |t: usize| {
         let start = t * PART;
-        let bytes = &src[start..src.len().min(start + PART)];
-        let digest = match &out {
-            Some(out) => {
-                // SAFETY: part `t` of `dst` (the same range as `bytes`, inside
-                // it: same lengths) is written and read by this task alone,
-                // and `dst` is a slice of its own, not overlapping `src`.
-                let copy = unsafe {
-                    let d = out.at(start);
-                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), d, bytes.len());
-                    std::slice::from_raw_parts(d, bytes.len())
-                };
-                // The digest of the copy kept, not of `src`: a caller writing
-                // to `src` meanwhile cannot make them differ.
-                xxh64(copy, t as u64)
-            }
-            None => xxh64(bytes, t as u64),
-        };
-        digests[t].store(digest, Ordering::Relaxed);
+        let mut bytes = &src[start..src.len().min(start + PART)];
+        if let Some(out) = &out {
+            // SAFETY: part `t` of `dst` (the same range as `bytes`, inside
+            // it: same lengths) is written and read by this task alone, and
+            // `dst` is a slice of its own, not overlapping `src`.
+            bytes = unsafe {
+                let d = out.at(start);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), d, bytes.len());
+                std::slice::from_raw_parts(d, bytes.len())
+            };
+        }
+        // The digest of the copy kept, not of `src`: a caller writing to
+        // `src` meanwhile cannot make them differ.
+        digests[t].store(xxh64(bytes, t as u64), Ordering::Relaxed);
     };
-    for_each_task(threads.clamp(1, MAX_THREADS), parts, &part);
+    for_each_task(threads, parts, &part);
     let all: Vec<u8> = digests
         .iter()
         .flat_map(|d| d.load(Ordering::Relaxed).to_le_bytes())

@@ -2,15 +2,13 @@
 //! then the one-shot copy routines, in the rows' order or, for positions in
 //! address order, through a small buffer scattered to the rows.
 
-use smallvec::SmallVec;
-
 use super::positions::{Positions, Word};
 use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::hints::fence;
 use crate::kernel::BLOCK;
-use crate::layout::ArrayView;
+use crate::layout::{coalesce, ArrayView, Dim, Dims};
 use crate::mode::Mode;
 use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
@@ -19,6 +17,26 @@ use crate::plan::Plan;
 use crate::split::{split_rows, task_rows, RANDOM_ROW_COST};
 use crate::stand_in::stand_in;
 use crate::threads::{for_each_task, Disjoint};
+
+/// Runs `$body` with `$p` the positions of `$call` (a slice of their word)
+/// and `$Z` whether a mark is a zero-filled row, a constant in `$body`.
+macro_rules! with_words {
+    ($call:expr, $p:ident, $Z:ident => $body:expr) => {
+        if $call.prepared.mode == Mode::Zero {
+            const $Z: bool = true;
+            with_words!(@word $call, $p, $body)
+        } else {
+            const $Z: bool = false;
+            with_words!(@word $call, $p, $body)
+        }
+    };
+    (@word $call:expr, $p:ident, $body:expr) => {
+        match &$call.prepared.positions {
+            Positions::U32($p) => $body,
+            Positions::U64($p) => $body,
+        }
+    };
+}
 
 impl Prepared {
     /// Binds the gather to `data`, which must have the prepared shape (any
@@ -39,13 +57,9 @@ impl Prepared {
             // (`scatter_rows`): no stores that bypass the cache.
             plan.stream = false;
         }
-        let rows = if plan.out_bytes == 0 { 0 } else { plan.n_rows };
-        if rows > self.positions.len() {
-            // Unreachable: the same shapes plan the same rows.
-            return Err(GatherError::InvalidArgument(
-                "a prepared gather's positions do not match its plan".into(),
-            ));
-        }
+        // The same shapes plan the same rows: a position each, as `new`
+        // made them and `from_parts` checked them (the copies rely on it).
+        debug_assert!(plan.out_bytes == 0 || plan.n_rows == self.positions.len());
         let address = Address::new(&data, self.lead);
         Ok(PreparedCall {
             prepared: self,
@@ -58,34 +72,25 @@ impl Prepared {
 /// How a call turns positions into byte offsets in its `data`.
 #[derive(Clone, Debug)]
 pub(super) enum Address {
-    /// `position * stride`: each leading axis' byte stride is its element
-    /// stride times this one (axes of size 1 aside, which a position never
-    /// moves along).
+    /// `position * stride`: the leading axes step through `data` as one
+    /// axis of this byte stride would (they coalesce into one).
     Scaled(isize),
-    /// The position unravelled over the leading axes (size, byte stride).
-    Unravel(SmallVec<[(usize, isize); 8]>),
+    /// The position unravelled over the leading axes, coalesced.
+    Unravel(Dims),
 }
 
 impl Address {
     pub(super) fn new(data: &ArrayView<'_>, lead: usize) -> Address {
-        let axes: SmallVec<[(usize, isize); 8]> = data.shape[..lead]
-            .iter()
-            .copied()
-            .zip(data.strides.iter().copied())
-            .collect();
-        let inner = axes.iter().rev().find(|&&(n, _)| n > 1).map_or(0, |a| a.1);
-        let mut step = 1isize;
-        let mut scaled = true;
-        for &(n, stride) in axes.iter().rev() {
-            if n > 1 {
-                scaled &= step.checked_mul(inner) == Some(stride);
-            }
-            step = step.saturating_mul(n as isize);
-        }
-        if scaled {
-            Address::Scaled(inner)
-        } else {
-            Address::Unravel(axes)
+        let axes = data.shape[..lead].iter().zip(data.strides);
+        let dims = coalesce(axes.map(|(&size, &data_stride)| Dim {
+            size,
+            data_stride,
+            index_stride: 0,
+        }));
+        match dims.as_slice() {
+            [] => Address::Scaled(0),
+            [axis] => Address::Scaled(axis.data_stride),
+            _ => Address::Unravel(dims),
         }
     }
 
@@ -96,13 +101,14 @@ impl Address {
             // No overflow: equal to the unravelled sum below, a byte offset
             // of an element of `data`, which fits its span.
             Address::Scaled(stride) => position as isize * stride,
-            Address::Unravel(axes) => {
+            Address::Unravel(dims) => {
                 let mut rest = position;
                 let mut off = 0isize;
-                for &(n, stride) in axes.iter().rev() {
-                    // n > 0: the position exists, so no leading axis is empty.
-                    off += (rest % n) as isize * stride;
-                    rest /= n;
+                for d in dims.iter().rev() {
+                    // size > 0: the position exists, so no leading axis is
+                    // empty (and coalescing kept none of size 1).
+                    off += (rest % d.size) as isize * d.data_stride;
+                    rest /= d.size;
                 }
                 off
             }
@@ -139,10 +145,9 @@ impl PreparedCall<'_> {
 
     /// Bytes a call moves: the result written plus the positions read.
     pub fn work_bytes(&self) -> usize {
-        let p = &self.prepared.positions;
         self.plan
             .out_bytes
-            .saturating_add(p.len().saturating_mul(p.width()))
+            .saturating_add(self.prepared.positions.bytes())
     }
 
     /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
@@ -164,18 +169,12 @@ impl PreparedCall<'_> {
         let cost = self
             .work_bytes()
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST));
-        let zero = self.prepared.mode == Mode::Zero;
         if let Some(order) = &self.prepared.order {
             self.execute_in_address_order(order, out, threads, cost);
             return Ok(());
         }
         let copy = |start: usize, chunk: &mut [u8]| {
-            match (&self.prepared.positions, zero) {
-                (Positions::U32(p), false) => self.copy_rows::<u32, false>(p, start, chunk),
-                (Positions::U32(p), true) => self.copy_rows::<u32, true>(p, start, chunk),
-                (Positions::U64(p), false) => self.copy_rows::<u64, false>(p, start, chunk),
-                (Positions::U64(p), true) => self.copy_rows::<u64, true>(p, start, chunk),
-            }
+            with_words!(self, p, Z => self.copy_rows::<_, Z>(p, start, chunk));
             Ok(())
         };
         split_rows(threads, n, cost, self.plan.slice_bytes, out, &copy)
@@ -245,29 +244,13 @@ impl PreparedCall<'_> {
     fn execute_in_address_order(&self, order: &[u32], out: &mut [u8], threads: usize, cost: usize) {
         let n = order.len();
         let base = Disjoint::new(out.as_mut_ptr());
-        let zero = self.prepared.mode == Mode::Zero;
         let run = |range: std::ops::Range<usize>| {
             let rows = &order[range.clone()];
-            // SAFETY: (each arm) `base` is `out`, which holds the plan's
-            // n_rows rows; `rows` is a range of a permutation of them, and
-            // ranges of different tasks are disjoint, so no two writes
-            // meet; `out` does not overlap `data` (caller of `execute`).
-            unsafe {
-                match (&self.prepared.positions, zero) {
-                    (Positions::U32(p), false) => {
-                        self.scatter_rows::<u32, false>(&p[range], rows, &base)
-                    }
-                    (Positions::U32(p), true) => {
-                        self.scatter_rows::<u32, true>(&p[range], rows, &base)
-                    }
-                    (Positions::U64(p), false) => {
-                        self.scatter_rows::<u64, false>(&p[range], rows, &base)
-                    }
-                    (Positions::U64(p), true) => {
-                        self.scatter_rows::<u64, true>(&p[range], rows, &base)
-                    }
-                }
-            }
+            // SAFETY: `base` is `out`, which holds the plan's n_rows rows;
+            // `rows` is a range of a permutation of them, and ranges of
+            // different tasks are disjoint, so no two writes meet; `out`
+            // does not overlap `data` (caller of `execute`).
+            with_words!(self, p, Z => unsafe { self.scatter_rows::<_, Z>(&p[range], rows, &base) })
         };
         match task_rows(threads, n, cost) {
             None => run(0..n),

@@ -32,8 +32,8 @@ pub use positions::Positions;
 use positions::{count, with_capacity, Word};
 
 use crate::error::{GatherError, Result};
-use crate::index::{with_index_type, IndexElem, IndexType};
-use crate::kernel::{row_offsets, BLOCK};
+use crate::index::IndexType;
+use crate::kernel::BLOCK;
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::offsets::{BadRow, ZERO_FILL};
@@ -79,40 +79,23 @@ impl Prepared {
         mode: Mode,
         threads: usize,
     ) -> Result<Prepared> {
-        let zeros = vec![0isize; shape.len().max(indices.shape.len())];
-        let data = stand_in(shape, &zeros, 1);
-        let checked = plan_op(op, data, indices, index_type, None)?;
-        // The tuple is never empty: its last axis ends the leading ones.
-        let lead = checked.tuple.last().map_or(0, |t| t.axis + 1);
+        let (mut prepared, rows) = Prepared::planned(op, shape, indices, index_type, mode)?;
+        let lead = prepared.lead;
         let walk = element_strides(shape, lead);
+        let data = stand_in(shape, &prepared.zeros, 1);
         let plan = plan_op(op, data, indices, index_type, Some(&walk))?;
-        let wide = count(&shape[..lead]) > u32::MAX as usize;
-        let mut order = None;
-        let positions = if plan.out_shape.contains(&0) {
+        if rows == 0 {
             // No row to copy: only the indices' check remains, as in a
             // one-shot call with an empty output.
-            if plan.can_fail(mode) {
-                plan.check_all(mode, threads)?;
-            }
-            Positions::U32(Vec::new())
-        } else if wide {
-            Positions::U64(resolve::<u64>(&plan, mode, threads)?)
+            plan.validate(mode, threads)?;
+        } else if count(&shape[..lead]) > u32::MAX as usize {
+            prepared.positions = Positions::U64(resolve::<u64>(&plan, mode, threads)?);
         } else {
             let positions = resolve::<u32>(&plan, mode, threads)?;
-            Positions::U32(by_address(positions, shape, lead, threads, &mut order)?)
-        };
-        Ok(Prepared {
-            op,
-            mode,
-            data_shape: shape.to_vec(),
-            index_shape: indices.shape.to_vec(),
-            index_type,
-            zeros: zeros.clone(),
-            out_shape: plan.out_shape.to_vec(),
-            lead,
-            positions,
-            order,
-        })
+            let sorted = by_address(positions, shape, lead, threads, &mut prepared.order)?;
+            prepared.positions = Positions::U32(sorted);
+        }
+        Ok(prepared)
     }
 
     /// A prepared gather from its parts (as [`Prepared::parts`] gave them,
@@ -129,22 +112,19 @@ impl Prepared {
         positions: Positions,
         order: Option<Vec<u32>>,
     ) -> Result<Prepared> {
-        let zeros = vec![0isize; shape.len().max(index_shape.len())];
-        let data = stand_in(shape, &zeros, 1);
+        let zeros = vec![0isize; index_shape.len()];
         let indices = stand_in(index_shape, &zeros, index_type.itemsize());
-        let plan = plan_op(op, data, indices, index_type, None)?;
-        let lead = plan.tuple.last().map_or(0, |t| t.axis + 1);
-        let elements = count(&shape[..lead]);
-        let empty = plan.out_shape.contains(&0);
-        let rows = if empty { 0 } else { plan.n_rows };
+        let (mut prepared, rows) = Prepared::planned(op, shape, indices, index_type, mode)?;
+        let elements = count(&shape[..prepared.lead]);
+        // 64-bit words exactly when 32 bits cannot hold every position and
+        // the mark (either when there is no row).
         let wide = elements > u32::MAX as usize;
         let fits = |p: usize, mark: bool| (mark && mode == Mode::Zero) || (!mark && p < elements);
         let ok = positions.len() == rows
+            && (rows == 0 || matches!(positions, Positions::U64(_)) == wide)
             && match &positions {
-                Positions::U32(v) => !wide && v.iter().all(|&p| fits(p.get(), p.is_mark())),
-                Positions::U64(v) => {
-                    (wide || empty) && v.iter().all(|&p| fits(p.get(), p.is_mark()))
-                }
+                Positions::U32(v) => v.iter().all(|&p| fits(p.get(), p.is_mark())),
+                Positions::U64(v) => v.iter().all(|&p| fits(p.get(), p.is_mark())),
             }
             && order.as_ref().is_none_or(|o| is_permutation(o, rows));
         if !ok {
@@ -152,18 +132,43 @@ impl Prepared {
                 "its positions do not fit its shape".into(),
             ));
         }
-        Ok(Prepared {
+        prepared.positions = positions;
+        prepared.order = order;
+        Ok(prepared)
+    }
+
+    /// The gather `op` from `indices` for `data` of `shape`, its positions
+    /// not yet resolved, and its number of rows (0 when its output is
+    /// empty): planned over a stand-in `data`, with the one-shot checks and
+    /// errors.
+    fn planned(
+        op: Operator,
+        shape: &[usize],
+        indices: ArrayView<'_>,
+        index_type: IndexType,
+        mode: Mode,
+    ) -> Result<(Prepared, usize)> {
+        let zeros = vec![0isize; shape.len().max(indices.shape.len())];
+        let plan = plan_op(op, stand_in(shape, &zeros, 1), indices, index_type, None)?;
+        let rows = if plan.out_shape.contains(&0) {
+            0
+        } else {
+            plan.n_rows
+        };
+        let prepared = Prepared {
             op,
             mode,
             data_shape: shape.to_vec(),
-            index_shape: index_shape.to_vec(),
+            index_shape: indices.shape.to_vec(),
             index_type,
-            zeros: zeros.clone(),
             out_shape: plan.out_shape.to_vec(),
-            lead,
-            positions,
-            order,
-        })
+            // The tuple is never empty: its last axis ends the leading ones.
+            lead: plan.tuple.last().map_or(0, |t| t.axis + 1),
+            zeros,
+            positions: Positions::U32(Vec::new()),
+            order: None,
+        };
+        Ok((prepared, rows))
     }
 
     /// The parts [`Prepared::from_parts`] takes: operator, data shape,
@@ -199,7 +204,7 @@ impl Prepared {
     pub fn nbytes(&self) -> usize {
         let words = self.data_shape.len() + self.index_shape.len() + self.out_shape.len();
         std::mem::size_of::<Self>()
-            + self.positions.len() * self.positions.width()
+            + self.positions.bytes()
             + self.order.as_ref().map_or(0, |o| o.len() * 4)
             + (words + self.zeros.len()) * std::mem::size_of::<usize>()
     }
@@ -239,55 +244,31 @@ fn resolve<W: Word>(plan: &Plan<'_>, mode: Mode, threads: usize) -> Result<Vec<W
     let n = plan.n_rows;
     let mut positions: Vec<W> = with_capacity(n)?;
     positions.resize(n, W::MARK);
-    let width = std::mem::size_of::<W>();
-    // SAFETY: the vector's `n` initialised words, seen as bytes (every
-    // pattern of a word is a valid byte sequence and the reverse).
-    let bytes =
-        unsafe { std::slice::from_raw_parts_mut(positions.as_mut_ptr().cast::<u8>(), n * width) };
     let reads = plan.tuple.len() * plan.index_type.itemsize();
-    let cost = n.saturating_mul(reads + width);
-    let fill = |start: usize, chunk: &mut [u8]| {
-        // SAFETY: `chunk` is whole words of the vector (split_rows splits at
-        // multiples of `width` from its start, which is aligned for W).
-        let words = unsafe {
-            std::slice::from_raw_parts_mut(chunk.as_mut_ptr().cast::<W>(), chunk.len() / width)
-        };
-        with_index_type!(plan.index_type, T => match mode {
-            Mode::Raise => fill_positions::<T, W, false, false>(plan, start, words),
-            Mode::Zero => fill_positions::<T, W, false, true>(plan, start, words),
-            Mode::Clip => fill_positions::<T, W, true, false>(plan, start, words),
-        })
+    let cost = n.saturating_mul(reads + std::mem::size_of::<W>());
+    // Positions of rows `start..start + words.len()`, a block at a time.
+    let fill = |start: usize, words: &mut [W]| {
+        let mut offsets = [0isize; BLOCK];
+        for (i, block) in words.chunks_mut(BLOCK).enumerate() {
+            let offsets = &mut offsets[..block.len()];
+            plan.row_offsets(mode, start + i * BLOCK, offsets)?;
+            for (w, &off) in block.iter_mut().zip(offsets.iter()) {
+                // A valid row's offset is its position: a non-negative
+                // number below the count of leading elements.
+                *w = if off == ZERO_FILL {
+                    W::MARK
+                } else {
+                    W::from_offset(off as usize)
+                };
+            }
+        }
+        Ok(())
     };
-    match split_rows(threads, n, cost, width, bytes, &fill) {
+    match split_rows(threads, n, cost, 1, &mut positions, &fill) {
         Ok(()) => Ok(positions),
         // The first bad index in C order, as a one-shot call reports it.
         Err(BadRow) => plan.report_bad(mode, threads).map(|()| positions),
     }
-}
-
-/// Positions of rows `start..start + words.len()`, a block at a time.
-fn fill_positions<T: IndexElem, W: Word, const CLIP: bool, const ZERO: bool>(
-    plan: &Plan<'_>,
-    start: usize,
-    words: &mut [W],
-) -> std::result::Result<(), BadRow> {
-    let mut offsets = [0isize; BLOCK];
-    for (i, block) in words.chunks_mut(BLOCK).enumerate() {
-        let offsets = &mut offsets[..block.len()];
-        // SAFETY: rows start + i * BLOCK .. + block.len() are rows of the
-        // plan (the words are a range of its n_rows).
-        unsafe { row_offsets::<T, CLIP, ZERO>(plan, start + i * BLOCK, offsets)? };
-        for (w, &off) in block.iter_mut().zip(offsets.iter()) {
-            // A valid row's offset is its position: a non-negative number
-            // below the count of leading elements.
-            *w = if ZERO && off == ZERO_FILL {
-                W::MARK
-            } else {
-                W::from_offset(off as usize)
-            };
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 
 use super::positions::{count, with_capacity, Word};
 use crate::error::Result;
-use crate::threads::{for_each_task, Disjoint};
+use crate::split::split_rows;
+use crate::threads::Disjoint;
 
 /// Whether `order` holds each of `0..n` once.
 pub(super) fn is_permutation(order: &[u32], n: usize) -> bool {
@@ -46,10 +47,11 @@ const SORT_DIGIT_BITS: u32 = 11;
 pub(super) const SORT_PARALLEL_MIN_ROWS: usize = 1 << 18;
 
 /// One stable counting pass over items `0..n`, cut in `parts` ranges run as
-/// tasks on up to `threads` threads: `digit(i)` is item i's bucket (below
-/// `buckets`), and `emit(i, slot)` writes item i at its slot. The slots of
-/// all items are `0..n`, each once: the buckets tile `0..n` in order, and
-/// within a bucket each part gets the range after the previous part's.
+/// tasks ([`split_rows`], a row of slots each) on up to `threads` threads:
+/// `digit(i)` is item i's bucket (below `buckets`), and `emit(i, slot)`
+/// writes item i at its slot. The slots of all items are `0..n`, each once:
+/// the buckets tile `0..n` in order, and within a bucket each part gets the
+/// range after the previous part's.
 fn counting_pass(
     n: usize,
     parts: usize,
@@ -58,39 +60,40 @@ fn counting_pass(
     digit: impl Fn(usize) -> usize + Sync,
     emit: impl Fn(usize, usize) + Sync,
 ) {
-    let range = |t: usize| {
-        let per = n.div_ceil(parts);
-        (t * per).min(n)..((t + 1) * per).min(n)
-    };
-    let counts: Vec<std::sync::Mutex<Vec<usize>>> =
-        (0..parts).map(|_| Default::default()).collect();
-    let lock = |t: usize| counts[t].lock().unwrap_or_else(|e| e.into_inner());
-    for_each_task(threads, parts, &|t| {
-        let mut count = vec![0usize; buckets];
-        for i in range(t) {
-            count[digit(i)] += 1;
+    let per = n.div_ceil(parts);
+    let items = |t: usize| (t * per).min(n)..((t + 1) * per).min(n);
+    // Part t's row of `buckets` slots: its count of each bucket, then its
+    // next slot in each. Each item is read and moved once a pass: about 16
+    // bytes of copying. Neither pass fails.
+    let mut slots = vec![0usize; parts * buckets];
+    let cost = n.saturating_mul(16);
+    let count = |first: usize, counts: &mut [usize]| {
+        for (t, count) in counts.chunks_mut(buckets).enumerate() {
+            for i in items(first + t) {
+                count[digit(i)] += 1;
+            }
         }
-        *lock(t) = count;
-    });
+        Ok(())
+    };
+    let _ = split_rows(threads, parts, cost, buckets, &mut slots, &count);
     // Part t's first slot in each bucket.
     let mut at = 0;
-    let mut starts = vec![vec![0usize; buckets]; parts];
     for b in 0..buckets {
-        for (t, start) in starts.iter_mut().enumerate() {
-            start[b] = at;
-            at += lock(t)[b];
+        for t in 0..parts {
+            at += std::mem::replace(&mut slots[t * buckets + b], at);
         }
     }
-    let starts: Vec<std::sync::Mutex<Vec<usize>>> =
-        starts.into_iter().map(std::sync::Mutex::new).collect();
-    for_each_task(threads, parts, &|t| {
-        let mut next = std::mem::take(&mut *starts[t].lock().unwrap_or_else(|e| e.into_inner()));
-        for i in range(t) {
-            let slot = &mut next[digit(i)];
-            emit(i, *slot);
-            *slot += 1;
+    let place = |first: usize, starts: &mut [usize]| {
+        for (t, next) in starts.chunks_mut(buckets).enumerate() {
+            for i in items(first + t) {
+                let slot = &mut next[digit(i)];
+                emit(i, *slot);
+                *slot += 1;
+            }
         }
-    });
+        Ok(())
+    };
+    let _ = split_rows(threads, parts, cost, buckets, &mut slots, &place);
 }
 
 /// `positions` in address order, with the output row of each in `order`,

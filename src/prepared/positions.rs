@@ -22,11 +22,11 @@ impl Positions {
         }
     }
 
-    /// Bytes per position.
-    pub(super) fn width(&self) -> usize {
+    /// The bytes they take.
+    pub(super) fn bytes(&self) -> usize {
         match self {
-            Positions::U32(_) => 4,
-            Positions::U64(_) => 8,
+            Positions::U32(v) => v.len() * 4,
+            Positions::U64(v) => v.len() * 8,
         }
     }
 }

@@ -169,6 +169,23 @@ fn positions_are_32_bits_when_they_fit() {
     assert!(matches!(wide.unwrap().positions, Positions::U64(_)));
 }
 
+/// A gather with an empty result from a shape of more than `u32::MAX`
+/// leading elements has no positions; its parts make it again.
+#[test]
+fn an_empty_gather_from_a_huge_shape_round_trips() {
+    let ids = i64_bytes(&[0, 1]);
+    let indices = view(&ids, &[2], &[8], 8);
+    let op = Operator::Gather {
+        axis: 0,
+        batch_dims: 0,
+    };
+    let p = Prepared::new(op, &[1 << 33, 0], indices, IndexType::I64, Mode::Raise, 1).unwrap();
+    let (op, shape, ishape, ty, mode, positions, order) = p.parts();
+    let order = order.map(<[u32]>::to_vec);
+    let back = Prepared::from_parts(op, shape, ishape, ty, mode, positions.clone(), order);
+    assert_eq!(back, Ok(p));
+}
+
 #[test]
 fn shape_mismatch_and_forged_parts_are_refused() {
     let ids = i64_bytes(&[2, -1]);

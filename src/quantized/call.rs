@@ -2,7 +2,6 @@
 //! (checked, then filled in the scales' type).
 
 use super::fill::run;
-use super::geometry::{check_scales_and_zero_points, invalid, too_large, Geometry};
 use super::{BlockQuantized, Indices, ScaleType};
 use crate::error::Result;
 use crate::index::IndexType;
@@ -10,7 +9,8 @@ use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::plan::{plan_op, Operator};
 use crate::real::{BF16, F16, F32};
-use crate::stand_in::stand_in;
+use crate::stand_in::StandIn;
+use crate::validate::invalid;
 
 /// The shape of the result for `indices` (of type `ty`) on data stored as
 /// `stored` (of logical shape `shape`: packed codes hold several elements a
@@ -34,15 +34,14 @@ pub fn block_quantized_out_shape(
             "data's stored and logical shapes differ on more than the packed axis".into(),
         ));
     }
-    let zeros = vec![0isize; stored.len()];
-    let data = stand_in(stored, &zeros, 1);
+    let data = StandIn::new(stored, 1);
     let axis =
         i64::try_from(gather_axis).map_err(|_| invalid("gather_axis is too large".into()))?;
     let op = Operator::Gather {
         axis,
         batch_dims: 0,
     };
-    let plan = plan_op(op, data, indices, ty, None)?;
+    let plan = plan_op(op, data.view(), indices, ty, None)?;
     if mode == Mode::Raise {
         plan.validate(Mode::Raise, threads)?;
     }
@@ -65,24 +64,9 @@ pub fn gather_block_quantized(
     out: &mut [u8],
     threads: usize,
 ) -> Result<()> {
-    let geo = Geometry::new(q, indices.len())?;
-    let width = match q.scale_type {
-        ScaleType::Float32 => 4,
-        ScaleType::Float16 | ScaleType::BFloat16 => 2,
-    };
-    let out_elements = geo.rows.checked_mul(geo.row).ok_or_else(too_large)?;
-    if out.len() != out_elements.checked_mul(width).ok_or_else(too_large)? {
-        return Err(invalid(format!(
-            "the output has {} bytes, the result needs {} elements of {width} bytes",
-            out.len(),
-            out_elements
-        )));
-    }
-    check_scales_and_zero_points(q, &geo, width)?;
     match q.scale_type {
-        ScaleType::Float32 => run::<F32>(q, &geo, indices, out, threads),
-        ScaleType::Float16 => run::<F16>(q, &geo, indices, out, threads),
-        ScaleType::BFloat16 => run::<BF16>(q, &geo, indices, out, threads),
+        ScaleType::Float32 => run::<F32>(q, indices, out, threads),
+        ScaleType::Float16 => run::<F16>(q, indices, out, threads),
+        ScaleType::BFloat16 => run::<BF16>(q, indices, out, threads),
     }
-    Ok(())
 }

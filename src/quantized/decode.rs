@@ -3,7 +3,7 @@
 //! its zero points.
 
 use crate::hints;
-use crate::real::Real;
+use crate::real::{each_nibble, Real};
 
 /// Reads logical codes and zero points.
 pub(super) trait Decode: Sync {
@@ -70,14 +70,7 @@ impl Decode for PackedCodes<'_> {
                 R::nibbles16(o, b, zp, scale, self.stream);
             }
         }
-        let tail = outs.into_remainder();
-        for (pair, &b) in tail.chunks_exact_mut(2 * R::WIDTH).zip(ins.remainder()) {
-            let lo = (i32::from(b & 0x0f) - zp) as f32 * scale;
-            let hi = (i32::from(b >> 4) - zp) as f32 * scale;
-            let (a, c) = pair.split_at_mut(R::WIDTH);
-            R::store(a, 0, lo);
-            R::store(c, 0, hi);
-        }
+        each_nibble::<R>(outs.into_remainder(), ins.remainder(), zp, scale);
     }
 
     fn zero_point(&self, s: usize) -> i32 {

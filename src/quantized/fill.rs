@@ -4,6 +4,7 @@
 use super::decode::{prefetch_bytes, Decode, NibbleCodes, PackedCodes, TableCodes};
 use super::geometry::Geometry;
 use super::{BlockQuantized, Codes, Indices};
+use crate::error::Result;
 use crate::hints::{fence, STREAM_MIN_OUT_BYTES};
 use crate::offsets::resolve;
 use crate::real::Real;
@@ -14,13 +15,14 @@ use crate::split::split_rows;
 /// wide value written, about eight bytes' worth.
 const ELEMENT_COST: usize = 8;
 
+/// The call, its buffers checked, in the scales' type `R`.
 pub(super) fn run<R: Real>(
     q: &BlockQuantized<'_>,
-    geo: &Geometry,
     indices: Indices<'_>,
     out: &mut [u8],
     threads: usize,
-) {
+) -> Result<()> {
+    let geo = &Geometry::new(q, indices.len(), out.len(), R::WIDTH)?;
     match q.codes {
         Codes::Packed { bytes, bits } => {
             let d = PackedCodes {
@@ -45,6 +47,7 @@ pub(super) fn run<R: Real>(
             split::<R, _>(q.scales, geo, indices, &d, out, threads);
         }
     }
+    Ok(())
 }
 
 /// Splits the output rows over tasks (disjoint chunks of `out`).

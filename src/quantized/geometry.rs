@@ -4,51 +4,10 @@
 
 use super::{BlockQuantized, Codes};
 use crate::error::{GatherError, Result};
+use crate::validate::invalid;
 
-pub(super) fn invalid(msg: String) -> GatherError {
-    GatherError::InvalidArgument(msg)
-}
-
-pub(super) fn too_large() -> GatherError {
+fn too_large() -> GatherError {
     GatherError::Overflow("GatherBlockQuantized: a size overflows 64 bits".into())
-}
-
-/// Checks the lengths of the scales and zero points against the shapes.
-pub(super) fn check_scales_and_zero_points(
-    q: &BlockQuantized<'_>,
-    geo: &Geometry,
-    width: usize,
-) -> Result<()> {
-    let n_scales = geo.scale_count()?;
-    if q.scales.len() != n_scales.checked_mul(width).ok_or_else(too_large)? {
-        return Err(invalid(format!(
-            "scales have {} bytes, the shapes need {n_scales} scales of {width} bytes",
-            q.scales.len()
-        )));
-    }
-    if let Some(zp) = q.zero_points {
-        let need = match q.codes {
-            Codes::Packed { bits, .. } => {
-                let per = (8 / bits) as usize;
-                geo.outer_q
-                    .checked_mul(geo.blocks.div_ceil(per))
-                    .ok_or_else(too_large)?
-            }
-            Codes::Int4(_) | Codes::UInt4(_) => n_scales,
-            Codes::Table { .. } => {
-                return Err(invalid(
-                    "zero points are not allowed with float codes".into(),
-                ))
-            }
-        };
-        if zp.len() != need {
-            return Err(invalid(format!(
-                "zero points have {} bytes, the shapes need {need}",
-                zp.len()
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The call reduced to sizes: output rows of `row` logical elements, and
@@ -77,7 +36,15 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
-    pub(super) fn new(q: &BlockQuantized<'_>, n: usize) -> Result<Self> {
+    /// The call `q` with `n` indices, into an output of `out_len` bytes of
+    /// elements of `width` bytes, checked (attributes, then the buffers'
+    /// lengths) and reduced to sizes.
+    pub(super) fn new(
+        q: &BlockQuantized<'_>,
+        n: usize,
+        out_len: usize,
+        width: usize,
+    ) -> Result<Self> {
         let rank = q.shape.len();
         if q.gather_axis >= rank || q.quantize_axis >= rank {
             return Err(invalid(format!(
@@ -118,25 +85,65 @@ impl Geometry {
                 elements / per_byte
             )));
         }
-        let blocks = q.shape[qa].div_ceil(q.block_size);
-        let outer = product(&q.shape[..g])?;
-        Ok(Geometry {
-            rows: outer.checked_mul(n).ok_or_else(too_large)?,
+        let geo = Geometry {
+            rows: product(&q.shape[..g])?
+                .checked_mul(n)
+                .ok_or_else(too_large)?,
             n,
             axis: q.shape[g],
             row: product(&q.shape[g + 1..])?,
             q: q.shape[qa],
             qn: product(&q.shape[qa + 1..])?,
-            blocks,
+            blocks: q.shape[qa].div_ceil(q.block_size),
             outer_q: product(&q.shape[..qa])?,
             block_size: q.block_size,
-        })
+        };
+        geo.check_buffers(q, out_len, width)?;
+        Ok(geo)
     }
 
-    fn scale_count(&self) -> Result<usize> {
-        self.outer_q
+    /// Checks the length of the output (`out_len` bytes, elements of
+    /// `width` bytes), then those of the scales and zero points.
+    fn check_buffers(&self, q: &BlockQuantized<'_>, out_len: usize, width: usize) -> Result<()> {
+        let out_elements = self.rows.checked_mul(self.row).ok_or_else(too_large)?;
+        if out_len != out_elements.checked_mul(width).ok_or_else(too_large)? {
+            return Err(invalid(format!(
+                "the output has {out_len} bytes, the result needs {out_elements} elements of \
+                 {width} bytes"
+            )));
+        }
+        let n_scales = self
+            .outer_q
             .checked_mul(self.blocks)
             .and_then(|v| v.checked_mul(self.qn))
-            .ok_or_else(too_large)
+            .ok_or_else(too_large)?;
+        if q.scales.len() != n_scales.checked_mul(width).ok_or_else(too_large)? {
+            return Err(invalid(format!(
+                "scales have {} bytes, the shapes need {n_scales} scales of {width} bytes",
+                q.scales.len()
+            )));
+        }
+        let Some(zp) = q.zero_points else {
+            return Ok(());
+        };
+        let need = match q.codes {
+            Codes::Packed { bits, .. } => self
+                .outer_q
+                .checked_mul(self.blocks.div_ceil((8 / bits) as usize))
+                .ok_or_else(too_large)?,
+            Codes::Int4(_) | Codes::UInt4(_) => n_scales,
+            Codes::Table { .. } => {
+                return Err(invalid(
+                    "zero points are not allowed with float codes".into(),
+                ))
+            }
+        };
+        if zp.len() != need {
+            return Err(invalid(format!(
+                "zero points have {} bytes, the shapes need {need}",
+                zp.len()
+            )));
+        }
+        Ok(())
     }
 }
