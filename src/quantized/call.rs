@@ -29,7 +29,11 @@ pub fn block_quantized_out_shape(
     mode: Mode,
     threads: usize,
 ) -> Result<Vec<usize>> {
-    if stored.len() != shape.len() || stored.get(gather_axis) != shape.get(gather_axis) {
+    let packed = shape.len().saturating_sub(1);
+    if stored.len() != shape.len()
+        || stored[..packed] != shape[..packed]
+        || stored.get(gather_axis) != shape.get(gather_axis)
+    {
         return Err(invalid(
             "data's stored and logical shapes differ on more than the packed axis".into(),
         ));

@@ -1,6 +1,7 @@
 //! Tests of `dequantize.rs`.
 
 use super::*;
+use crate::{ArrayView, IndexType, Mode};
 
 fn gather(q: &BlockQuantized<'_>, idx: &[i64], threads: usize) -> Vec<f32> {
     let bytes: Vec<u8> = idx.iter().flat_map(|i| i.to_ne_bytes()).collect();
@@ -88,4 +89,25 @@ fn bad_lengths_are_errors() {
     };
     let mut out = [0u8; 8];
     assert!(gather_block_quantized(&q, Indices::I32(&[0; 4]), &mut out, 1).is_err());
+}
+
+#[test]
+fn stored_and_logical_shapes_differ_only_on_the_packed_axis() {
+    let idx = [0i64, 1];
+    let bytes: Vec<u8> = idx.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let view = ArrayView {
+        bytes: &bytes,
+        offset: 0,
+        shape: &[2],
+        strides: &[8],
+        itemsize: 8,
+    };
+    let out = |stored: &[usize], shape: &[usize], axis| {
+        block_quantized_out_shape(stored, shape, axis, view, IndexType::I64, Mode::Zero, 1)
+    };
+    // Packed 4-bit codes: 4 bytes hold 8 elements along the last axis.
+    assert_eq!(out(&[3, 4], &[3, 8], 0).unwrap(), vec![2, 8]);
+    // A leading axis that differs was once taken from the stored shape.
+    assert!(out(&[2, 0], &[1, 0], 1).is_err());
+    assert!(out(&[2, 3, 4], &[3, 2, 4], 2).is_err());
 }
