@@ -49,8 +49,8 @@ impl IndexType {
     }
 }
 
-/// One index element type. `load` is the hot path; `load_exact` is for
-/// error messages only.
+/// One index element type, read as the hot path reads it (for error
+/// messages, [`load_exact`] reads the exact value).
 pub(crate) trait IndexElem: Copy + Send + Sync + 'static {
     /// Reads the value at `ptr` as `i64`. Unsigned values above `i64::MAX`
     /// saturate to `i64::MAX`, which is out of range for every axis
@@ -60,12 +60,6 @@ pub(crate) trait IndexElem: Copy + Send + Sync + 'static {
     /// `ptr` must be valid for reading `size_of::<Self>()` bytes; any
     /// alignment is fine.
     unsafe fn load(ptr: *const u8) -> i64;
-
-    /// The exact stored value.
-    ///
-    /// # Safety
-    /// As for [`IndexElem::load`].
-    unsafe fn load_exact(ptr: *const u8) -> i128;
 }
 
 macro_rules! index_elem {
@@ -77,11 +71,6 @@ macro_rules! index_elem {
                 // size_of::<$t>() bytes; read_unaligned accepts any alignment.
                 let v = unsafe { ptr.cast::<$t>().read_unaligned() };
                 i64::try_from(v).unwrap_or(i64::MAX)
-            }
-
-            unsafe fn load_exact(ptr: *const u8) -> i128 {
-                // SAFETY: as in `load`.
-                i128::from(unsafe { ptr.cast::<$t>().read_unaligned() })
             }
         }
     )*};
@@ -132,8 +121,9 @@ pub(crate) use with_index_and_mode;
 /// # Safety
 /// `ptr` must be valid for reading `ty.itemsize()` bytes.
 pub(crate) unsafe fn load_exact(ty: IndexType, ptr: *const u8) -> i128 {
-    // SAFETY: forwarded from the caller.
-    with_index_type!(ty, T => unsafe { T::load_exact(ptr) })
+    // SAFETY: forwarded from the caller; read_unaligned accepts any
+    // alignment.
+    with_index_type!(ty, T => i128::from(unsafe { ptr.cast::<T>().read_unaligned() }))
 }
 
 #[cfg(test)]
@@ -146,7 +136,10 @@ mod tests {
         // SAFETY: an 8-byte buffer read as u64.
         assert_eq!(unsafe { u64::load(v.as_ptr()) }, i64::MAX);
         // SAFETY: the same 8-byte buffer, read as u64.
-        assert_eq!(unsafe { u64::load_exact(v.as_ptr()) }, u64::MAX as i128);
+        assert_eq!(
+            unsafe { load_exact(IndexType::U64, v.as_ptr()) },
+            u64::MAX as i128
+        );
     }
 
     #[test]
