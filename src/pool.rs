@@ -156,11 +156,8 @@ pub(crate) fn held_bytes() -> usize {
 
 /// Returns every pooled buffer to the system; how many bytes that was.
 pub(crate) fn release() -> usize {
-    let free = {
-        let mut pool = lock();
-        pool.bytes = 0;
-        std::mem::take(&mut pool.free)
-    };
+    // Freed after the lock, which the statement's end releases.
+    let free = lock().evict(0, Instant::now());
     free.iter().map(|(b, _)| b.capacity).sum()
 }
 

@@ -199,12 +199,7 @@ impl<T> Disjoint<T> {
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
-    let pool = if helpers > 0 {
-        worker_pool(threads)
-    } else {
-        None
-    };
-    let Some(pool) = pool else {
+    let Some(pool) = (helpers > 0).then(|| worker_pool(threads)).flatten() else {
         (0..n).for_each(task);
         return;
     };
