@@ -94,7 +94,7 @@ impl Drop for Buffer {
 }
 
 /// The free buffers, oldest first, each with the time it came back.
-struct FreeBuffers {
+pub(crate) struct FreeBuffers {
     free: Vec<(Buffer, Instant)>,
     bytes: usize,
     /// Whether the release thread runs (or is being started).
@@ -264,7 +264,7 @@ fn release_idle_buffers() {
 /// anything that could block for ever: it is held only to look at or edit
 /// the free list; buffers are unmapped, and the release thread started,
 /// after unlocking.
-struct Buffers;
+pub(crate) struct Buffers;
 
 impl HeldAcrossFork for Buffers {
     type Guarded = FreeBuffers;
@@ -284,12 +284,6 @@ impl HeldAcrossFork for Buffers {
         // Unmapped here, lock held: only this thread is left in the child.
         pool.free.clear();
     }
-}
-
-/// Registers the pool's fork handlers (see [`Buffers`]): once per process,
-/// before any other thread may use the pool.
-pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
-    fork::install::<Buffers>()
 }
 
 #[cfg(test)]
