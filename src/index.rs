@@ -25,17 +25,13 @@ impl IndexType {
     /// From NumPy's dtype kind (`b'i'` or `b'u'`) and itemsize; `None` for
     /// anything else.
     pub fn from_kind(kind: u8, itemsize: usize) -> Option<Self> {
-        Some(match (kind, itemsize) {
-            (b'i', 1) => IndexType::I8,
-            (b'i', 2) => IndexType::I16,
-            (b'i', 4) => IndexType::I32,
-            (b'i', 8) => IndexType::I64,
-            (b'u', 1) => IndexType::U8,
-            (b'u', 2) => IndexType::U16,
-            (b'u', 4) => IndexType::U32,
-            (b'u', 8) => IndexType::U64,
+        use IndexType::*;
+        let types = match kind {
+            b'i' => [I8, I16, I32, I64],
+            b'u' => [U8, U16, U32, U64],
             _ => return None,
-        })
+        };
+        types.into_iter().find(|t| t.itemsize() == itemsize)
     }
 
     /// Bytes per index element.
@@ -136,10 +132,8 @@ mod tests {
         // SAFETY: an 8-byte buffer read as u64.
         assert_eq!(unsafe { u64::load(v.as_ptr()) }, i64::MAX);
         // SAFETY: the same 8-byte buffer, read as u64.
-        assert_eq!(
-            unsafe { load_exact(IndexType::U64, v.as_ptr()) },
-            u64::MAX as i128
-        );
+        let exact = unsafe { load_exact(IndexType::U64, v.as_ptr()) };
+        assert_eq!(exact, u64::MAX as i128);
     }
 
     #[test]
