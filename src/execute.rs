@@ -9,12 +9,12 @@ use smallvec::{smallvec, SmallVec};
 
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_and_mode, with_index_type};
-use crate::kernel::{copy_rows_at, gather_rows, row_offsets};
+use crate::kernel::{copy_rows_at, gather_rows};
 use crate::mode::Mode;
-use crate::offsets::{first_bad, BadRow};
+use crate::offsets::{compute_offsets, first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::split::{rows_per_task, split_rows, task_rows, RANDOM_ROW_COST};
-use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
+use crate::threads::{for_each_task, Disjoint};
 use crate::walk::{unravel, Odometer};
 
 /// When [`Plan::execute`] validates the indices, which decides what the
@@ -56,7 +56,7 @@ impl Drop for Computed<'_> {
 impl Plan<'_> {
     /// Gathers into `out`, which must hold exactly `out_bytes()` bytes and
     /// must not overlap `data`. Uses up to `threads` threads (at most
-    /// [`MAX_THREADS`]).
+    /// [`MAX_THREADS`](crate::MAX_THREADS)).
     pub fn execute(
         &self,
         mode: Mode,
@@ -64,8 +64,6 @@ impl Plan<'_> {
         validation: Validation,
         threads: usize,
     ) -> Result<()> {
-        // Bounded here, so that the task arithmetic below cannot overflow.
-        let threads = threads.min(MAX_THREADS);
         if out.len() != self.out_bytes {
             return Err(GatherError::InvalidArgument(format!(
                 "output buffer has {} bytes, the result needs {}",
@@ -90,8 +88,24 @@ impl Plan<'_> {
         if self.out_bytes == 0 {
             return Ok(());
         }
-        self.copy(mode, out, threads)
-            .or_else(|BadRow| self.report_bad(mode, threads))
+        // Every row copied, its offset computed on the way.
+        let copy_from = |start: usize, chunk: &mut [u8]| {
+            // SAFETY: `chunk` holds whole rows from `start` on (split_rows
+            // splits at row bounds) and does not overlap `data` (caller).
+            with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
+                gather_rows::<T, CLIP, ZERO>(self, start, chunk)
+            })
+        };
+        let cost = self.copy_cost();
+        split_rows(
+            threads,
+            self.n_rows,
+            cost,
+            self.slice_bytes,
+            out,
+            &copy_from,
+        )
+        .or_else(|BadRow| self.report_bad(mode, threads))
     }
 
     /// Whether some stored index may address nothing in `mode`.
@@ -215,8 +229,9 @@ impl Plan<'_> {
         }
     }
 
-    /// Source offsets of output rows `start..start + offsets.len()` (see
-    /// `kernel::row_offsets`).
+    /// Computes the source offsets of output rows `start..start +
+    /// offsets.len()`, checking their indices as the copy does, without
+    /// copying.
     pub(crate) fn row_offsets(
         &self,
         mode: Mode,
@@ -224,10 +239,11 @@ impl Plan<'_> {
         offsets: &mut [isize],
     ) -> std::result::Result<(), BadRow> {
         assert!(start + offsets.len() <= self.n_rows);
+        let mut od = Odometer::new(&self.rows, start);
         // SAFETY: rows start..start + offsets.len() exist (asserted), so
-        // row_offsets walks existing rows only.
+        // the odometer walks existing rows only.
         with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
-            row_offsets::<T, CLIP, ZERO>(self, start, offsets)
+            compute_offsets::<T, CLIP, ZERO>(self, &mut od, offsets)
         })
     }
 
@@ -240,37 +256,11 @@ impl Plan<'_> {
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
     }
 
-    /// Copies every row into `out`, computing their offsets as it goes.
-    fn copy(&self, mode: Mode, out: &mut [u8], threads: usize) -> std::result::Result<(), BadRow> {
-        let copy_from = |start: usize, chunk: &mut [u8]| self.copy_rows(mode, start, chunk);
-        split_rows(
-            threads,
-            self.n_rows,
-            self.copy_cost(),
-            self.slice_bytes,
-            out,
-            &copy_from,
-        )
-    }
-
-    fn copy_rows(
-        &self,
-        mode: Mode,
-        start: usize,
-        out: &mut [u8],
-    ) -> std::result::Result<(), BadRow> {
-        // SAFETY: `out` holds whole rows from `start` on (callers split at
-        // row bounds) and does not overlap `data` (caller of `execute`).
-        with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
-            gather_rows::<T, CLIP, ZERO>(self, start, out)
-        })
-    }
-
     /// Validates every index as `execute` does, without copying: for a
     /// caller that copies by other means (`chunked`).
     pub(crate) fn validate(&self, mode: Mode, threads: usize) -> Result<()> {
         if self.can_fail(mode) {
-            self.check_all(mode, threads.min(MAX_THREADS))
+            self.check_all(mode, threads)
         } else {
             Ok(())
         }

@@ -25,17 +25,13 @@ impl IndexType {
     /// From NumPy's dtype kind (`b'i'` or `b'u'`) and itemsize; `None` for
     /// anything else.
     pub fn from_kind(kind: u8, itemsize: usize) -> Option<Self> {
-        Some(match (kind, itemsize) {
-            (b'i', 1) => IndexType::I8,
-            (b'i', 2) => IndexType::I16,
-            (b'i', 4) => IndexType::I32,
-            (b'i', 8) => IndexType::I64,
-            (b'u', 1) => IndexType::U8,
-            (b'u', 2) => IndexType::U16,
-            (b'u', 4) => IndexType::U32,
-            (b'u', 8) => IndexType::U64,
+        use IndexType::*;
+        let types = match kind {
+            b'i' => [I8, I16, I32, I64],
+            b'u' => [U8, U16, U32, U64],
             _ => return None,
-        })
+        };
+        types.into_iter().find(|t| t.itemsize() == itemsize)
     }
 
     /// Bytes per index element.
@@ -49,8 +45,8 @@ impl IndexType {
     }
 }
 
-/// One index element type. `load` is the hot path; `load_exact` is for
-/// error messages only.
+/// One index element type, read as the hot path reads it (for error
+/// messages, [`load_exact`] reads the exact value).
 pub(crate) trait IndexElem: Copy + Send + Sync + 'static {
     /// Reads the value at `ptr` as `i64`. Unsigned values above `i64::MAX`
     /// saturate to `i64::MAX`, which is out of range for every axis
@@ -60,12 +56,6 @@ pub(crate) trait IndexElem: Copy + Send + Sync + 'static {
     /// `ptr` must be valid for reading `size_of::<Self>()` bytes; any
     /// alignment is fine.
     unsafe fn load(ptr: *const u8) -> i64;
-
-    /// The exact stored value.
-    ///
-    /// # Safety
-    /// As for [`IndexElem::load`].
-    unsafe fn load_exact(ptr: *const u8) -> i128;
 }
 
 macro_rules! index_elem {
@@ -77,11 +67,6 @@ macro_rules! index_elem {
                 // size_of::<$t>() bytes; read_unaligned accepts any alignment.
                 let v = unsafe { ptr.cast::<$t>().read_unaligned() };
                 i64::try_from(v).unwrap_or(i64::MAX)
-            }
-
-            unsafe fn load_exact(ptr: *const u8) -> i128 {
-                // SAFETY: as in `load`.
-                i128::from(unsafe { ptr.cast::<$t>().read_unaligned() })
             }
         }
     )*};
@@ -132,8 +117,9 @@ pub(crate) use with_index_and_mode;
 /// # Safety
 /// `ptr` must be valid for reading `ty.itemsize()` bytes.
 pub(crate) unsafe fn load_exact(ty: IndexType, ptr: *const u8) -> i128 {
-    // SAFETY: forwarded from the caller.
-    with_index_type!(ty, T => unsafe { T::load_exact(ptr) })
+    // SAFETY: forwarded from the caller; read_unaligned accepts any
+    // alignment.
+    with_index_type!(ty, T => i128::from(unsafe { ptr.cast::<T>().read_unaligned() }))
 }
 
 #[cfg(test)]
@@ -146,7 +132,8 @@ mod tests {
         // SAFETY: an 8-byte buffer read as u64.
         assert_eq!(unsafe { u64::load(v.as_ptr()) }, i64::MAX);
         // SAFETY: the same 8-byte buffer, read as u64.
-        assert_eq!(unsafe { u64::load_exact(v.as_ptr()) }, u64::MAX as i128);
+        let exact = unsafe { load_exact(IndexType::U64, v.as_ptr()) };
+        assert_eq!(exact, u64::MAX as i128);
     }
 
     #[test]

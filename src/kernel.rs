@@ -57,26 +57,11 @@ const MID_BLOCK: usize = 128;
 /// profile of 2M points, from about 35% to 23%.
 const CHUNK: usize = 64;
 
-/// Computes the source offsets of output rows `start..start + offsets.len()`,
-/// checking their indices as [`gather_rows`] does, without copying.
-///
-/// # Safety
-/// `start + offsets.len() <= plan.n_rows`.
-pub(crate) unsafe fn row_offsets<T: IndexElem, const CLIP: bool, const ZERO: bool>(
-    plan: &Plan<'_>,
-    start: usize,
-    offsets: &mut [isize],
-) -> Result<(), BadRow> {
-    let mut od = Odometer::new(&plan.rows, start);
-    // SAFETY: forwarded from the caller.
-    unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, offsets) }
-}
-
-/// Copies the slices at `offsets`, made by [`row_offsets`] on the same plan,
+/// Copies the slices at `offsets`, made by `Plan::row_offsets` on the same plan,
 /// into `out`: the second half of [`gather_rows`].
 ///
 /// # Safety
-/// `offsets` from `row_offsets` on `plan` with the same `ZERO`;
+/// `offsets` from `Plan::row_offsets` on `plan` with the same `ZERO`;
 /// `out.len() == offsets.len() * plan.slice_bytes`; `out` does not overlap
 /// `data`.
 pub(crate) unsafe fn copy_rows_at<const ZERO: bool>(

@@ -74,6 +74,7 @@ pub use threads::{num_threads, set_num_threads, MAX_THREADS};
 /// again does nothing. The Python module calls it when it is imported.
 /// Fails only if the handlers cannot be registered (out of memory).
 pub fn install_fork_handlers() -> std::io::Result<()> {
-    threads::install_fork_handlers()?;
-    pool::install_fork_handlers()
+    threads::cpus();
+    fork::install::<threads::Workers>()?;
+    fork::install::<pool::Buffers>()
 }

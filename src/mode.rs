@@ -14,15 +14,12 @@ pub enum Mode {
 impl Mode {
     /// Parses the Python-facing spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "raise" => Some(Mode::Raise),
-            "zero" => Some(Mode::Zero),
-            "clip" => Some(Mode::Clip),
-            _ => None,
-        }
+        [Mode::Raise, Mode::Zero, Mode::Clip]
+            .into_iter()
+            .find(|m| m.name() == s)
     }
 
-    /// The Python-facing spelling, as [`Mode::parse`] reads it.
+    /// The Python-facing spelling, which [`Mode::parse`] reads.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Raise => "raise",

@@ -58,7 +58,6 @@ unsafe fn convert_block<const ZERO: bool>(
     // its bytes or one past them.
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
     let out_row = plan.slice_bytes;
-    let (fs, ts) = (cast.from().size(), cast.to().size());
     let ahead = plan.ahead();
     for (i, &off) in offsets[..count].iter().enumerate() {
         // SAFETY: row i's bytes lie in `dst` (caller).
@@ -68,33 +67,19 @@ unsafe fn convert_block<const ZERO: bool>(
             unsafe { ptr::write_bytes(d, 0, out_row) };
             continue;
         }
-        match &plan.slice {
-            SliceLayout::Contiguous { bytes } => {
-                if plan.prefetch {
-                    // As far ahead, and to the same cache, as the plain copy
-                    // (the offsets past `count` are there to prefetch from).
-                    if let Some(&next) = offsets.get(i + ahead.rows) {
-                        prefetch_row::<ZERO>(src, next, *bytes, ahead.far);
-                    }
-                }
-                // SAFETY: the slice at `off` is `bytes` readable bytes of
-                // `data` (offsets from the plan), `bytes / fs` elements,
-                // and the output row holds as many of the output type.
-                unsafe { cast.run(src.offset(off), d, bytes / fs) };
+        if let (SliceLayout::Contiguous { bytes }, true) = (&plan.slice, plan.prefetch) {
+            // As far ahead, and to the same cache, as the plain copy (the
+            // offsets past `count` are there to prefetch from).
+            if let Some(&next) = offsets.get(i + ahead.rows) {
+                prefetch_row::<ZERO>(src, next, *bytes, ahead.far);
             }
-            SliceLayout::Strided { run, outer } => {
-                let per_run = run / fs;
-                let mut d = d;
-                for_each_run(outer, |at| {
-                    // SAFETY: every run of a slice at `off` lies in `data`
-                    // (offsets from the plan); the output row holds
-                    // `per_run` output elements for each run, in order.
-                    unsafe {
-                        cast.run(src.offset(off + at), d, per_run);
-                        d = d.add(per_run * ts);
-                    }
-                });
-            }
+        }
+        // SAFETY: the slice at `off` lies in `data` (offsets from the plan),
+        // and row i's `out_row` bytes, its elements in the output type, lie
+        // in `dst` (caller).
+        unsafe {
+            let row = std::slice::from_raw_parts_mut(d, out_row);
+            move_slice(src.offset(off), &plan.slice, Some(cast), row);
         }
     }
 }

@@ -94,7 +94,7 @@ impl Drop for Buffer {
 }
 
 /// The free buffers, oldest first, each with the time it came back.
-struct FreeBuffers {
+pub(crate) struct FreeBuffers {
     free: Vec<(Buffer, Instant)>,
     bytes: usize,
     /// Whether the release thread runs (or is being started).
@@ -156,11 +156,8 @@ pub(crate) fn held_bytes() -> usize {
 
 /// Returns every pooled buffer to the system; how many bytes that was.
 pub(crate) fn release() -> usize {
-    let free = {
-        let mut pool = lock();
-        pool.bytes = 0;
-        std::mem::take(&mut pool.free)
-    };
+    // Freed after the lock, which the statement's end releases.
+    let free = lock().evict(0, Instant::now());
     free.iter().map(|(b, _)| b.capacity).sum()
 }
 
@@ -267,7 +264,7 @@ fn release_idle_buffers() {
 /// anything that could block for ever: it is held only to look at or edit
 /// the free list; buffers are unmapped, and the release thread started,
 /// after unlocking.
-struct Buffers;
+pub(crate) struct Buffers;
 
 impl HeldAcrossFork for Buffers {
     type Guarded = FreeBuffers;
@@ -287,12 +284,6 @@ impl HeldAcrossFork for Buffers {
         // Unmapped here, lock held: only this thread is left in the child.
         pool.free.clear();
     }
-}
-
-/// Registers the pool's fork handlers (see [`Buffers`]): once per process,
-/// before any other thread may use the pool.
-pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
-    fork::install::<Buffers>()
 }
 
 #[cfg(test)]

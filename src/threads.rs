@@ -51,8 +51,9 @@ pub fn num_threads() -> usize {
     }
 }
 
-/// The CPUs this process may use, at most [`MAX_THREADS`].
-fn cpus() -> usize {
+/// The CPUs this process may use, at most [`MAX_THREADS`]: a one-time
+/// cell, filled before any fork (`install_fork_handlers`).
+pub(crate) fn cpus() -> usize {
     // available_parallelism reads cgroup files on every call: ask once.
     static CPUS: OnceLock<usize> = OnceLock::new();
     *CPUS.get_or_init(|| {
@@ -93,7 +94,7 @@ fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
 /// ever waits for anything that could block for ever: it is held only to
 /// look at or swap the pool, and while rayon starts or stops its threads,
 /// which never wait for Python.
-struct Workers;
+pub(crate) struct Workers;
 
 impl HeldAcrossFork for Workers {
     type Guarded = WorkerSlot;
@@ -106,15 +107,6 @@ impl HeldAcrossFork for Workers {
         static INSTALLED: AtomicBool = AtomicBool::new(false);
         &INSTALLED
     }
-}
-
-/// Makes the worker pool safe to use in a process that forks: registers its
-/// fork handlers and fills the one-time cell of the CPU count, so that a child
-/// forked at any moment never waits on something only a thread it lacks
-/// would finish. Once per process, before any other thread may use the pool.
-pub(crate) fn install_fork_handlers() -> std::io::Result<()> {
-    cpus();
-    fork::install::<Workers>()
 }
 
 /// A value whose raw addresses point into memory its owner borrows shared
@@ -199,12 +191,7 @@ impl<T> Disjoint<T> {
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
-    let pool = if helpers > 0 {
-        worker_pool(threads)
-    } else {
-        None
-    };
-    let Some(pool) = pool else {
+    let Some(pool) = (helpers > 0).then(|| worker_pool(threads)).flatten() else {
         (0..n).for_each(task);
         return;
     };

@@ -63,22 +63,10 @@ pub(crate) fn checked_views(
     Ok(())
 }
 
-/// NumPy's bound on an array of `shape` and `itemsize` (see
-/// [`numpy_size`]), as an `Overflow` naming the array.
+/// NumPy's bound on an array of `shape` and `itemsize`, as an `Overflow`
+/// naming the array: its axes that are not empty must fit `isize` in
+/// elements and in bytes.
 pub(crate) fn check_numpy_size(what: &str, shape: &[usize], itemsize: usize) -> Result<()> {
-    if numpy_size(shape, itemsize).is_none() {
-        return Err(GatherError::Overflow(format!(
-            "{what} shape {} with itemsize {itemsize} has more elements or bytes than fit in an \
-             isize (its empty axes aside)",
-            fmt_tuple(shape)
-        )));
-    }
-    Ok(())
-}
-
-/// The byte count of `shape` as NumPy bounds it: its axes that are not
-/// empty must fit `isize` in elements and in bytes; `None` if they do not.
-fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
     shape
         .iter()
         .filter(|&&n| n != 0)
@@ -86,4 +74,12 @@ fn numpy_size(shape: &[usize], itemsize: usize) -> Option<usize> {
         .filter(|&n| n <= isize::MAX as usize)
         .and_then(|n| n.checked_mul(itemsize))
         .filter(|&b| b <= isize::MAX as usize)
+        .map(drop)
+        .ok_or_else(|| {
+            GatherError::Overflow(format!(
+                "{what} shape {} with itemsize {itemsize} has more elements or bytes than fit in \
+                 an isize (its empty axes aside)",
+                fmt_tuple(shape)
+            ))
+        })
 }

@@ -18,6 +18,7 @@ use crate::index::IndexType;
 use smallvec::SmallVec;
 
 use crate::layout::{ArrayView, Dims, SliceLayout};
+use crate::validate::checked_sizes;
 
 mod rules;
 
@@ -170,20 +171,10 @@ impl Plan<'_> {
                 self.data.itemsize
             )));
         }
-        let widen = |bytes: usize| {
-            (bytes / from)
-                .checked_mul(to)
-                .filter(|&b| b <= isize::MAX as usize)
-                .ok_or_else(|| {
-                    GatherError::Overflow(format!(
-                        "the result as {:?} would hold more than {} bytes",
-                        cast.to(),
-                        isize::MAX
-                    ))
-                })
-        };
-        self.out_bytes = widen(self.out_bytes)?;
-        self.slice_bytes = widen(self.slice_bytes)?;
+        // NumPy's bound on the output at the wider type; the slice, a
+        // part of it, then fits too.
+        self.out_bytes = checked_sizes(&self.out_shape, to)?;
+        self.slice_bytes = self.slice_bytes / from * to;
         // The conversion writes through the cache (no streaming stores).
         self.stream = false;
         self.cast = Some(cast);

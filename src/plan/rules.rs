@@ -42,26 +42,6 @@ fn walk_strides<'s>(data: &ArrayView<'s>, zeros: &'s mut SmallVec<[isize; 8]>) -
     }
 }
 
-/// Plans `op`, either operator with its attributes (the one dispatch of
-/// the crate), walking `data` with `walk` strides if given (see
-/// [`plan_gather_nd_walking`]).
-pub(crate) fn plan_op<'a>(
-    op: Operator,
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    index_type: IndexType,
-    walk: Option<&[isize]>,
-) -> Result<Plan<'a>> {
-    match op {
-        Operator::GatherNd { batch_dims } => {
-            plan_gather_nd_walking(data, indices, index_type, batch_dims, walk)
-        }
-        Operator::Gather { axis, batch_dims } => {
-            plan_gather_walking(data, indices, index_type, axis, batch_dims, walk)
-        }
-    }
-}
-
 /// Plans `gather_nd` with ONNX GatherND-13 / OpenVINO GatherND-8 semantics.
 pub fn plan_gather_nd<'a>(
     data: ArrayView<'a>,
@@ -69,23 +49,128 @@ pub fn plan_gather_nd<'a>(
     index_type: IndexType,
     batch_dims: i64,
 ) -> Result<Plan<'a>> {
-    plan_gather_nd_walking(data, indices, index_type, batch_dims, None)
+    plan_op(
+        Operator::GatherNd { batch_dims },
+        data,
+        indices,
+        index_type,
+        None,
+    )
 }
 
-/// [`plan_gather_nd`], walking `data` with `walk` strides instead of its
-/// own when given: a prepared gather plans over a stand-in `data` with the
-/// element strides of its shape, so that the offsets the plan computes are
-/// element positions (see `prepared`).
-#[inline(always)]
-fn plan_gather_nd_walking<'a>(
+/// Plans `gather` with OpenVINO Gather-8 / TensorFlow `gather` semantics.
+pub fn plan_gather<'a>(
     data: ArrayView<'a>,
     indices: ArrayView<'a>,
     index_type: IndexType,
+    axis: i64,
     batch_dims: i64,
+) -> Result<Plan<'a>> {
+    plan_op(
+        Operator::Gather { axis, batch_dims },
+        data,
+        indices,
+        index_type,
+        None,
+    )
+}
+
+/// Plans `op`, either operator with its attributes (the one planner of the
+/// crate), walking `data` with `walk` strides instead of its own when
+/// given: a prepared gather plans over a stand-in `data` with the element
+/// strides of its shape, so that the offsets the plan computes are element
+/// positions (see `prepared`).
+///
+/// Both operators are one walk: output rows over `b` batch axes (of `data`
+/// and `indices` together), then gather's outer axes of `data` (before
+/// `axis`), then the other axes of `indices` that hold positions; a tuple
+/// of `k` indices into the axes of `data` from `t` on; the slice past them.
+pub(crate) fn plan_op<'a>(
+    op: Operator,
+    data: ArrayView<'a>,
+    indices: ArrayView<'a>,
+    index_type: IndexType,
     walk: Option<&[isize]>,
 ) -> Result<Plan<'a>> {
     checked_views(&data, &indices, index_type)?;
     let (ds, is) = (data.shape, indices.shape);
+    // (b, t, k, the axes of `indices` that hold positions).
+    let (b, t, k, rank) = match op {
+        Operator::GatherNd { batch_dims } => nd_axes(ds, is, batch_dims)?,
+        Operator::Gather { axis, batch_dims } => gather_axes(ds, is, axis, batch_dims)?,
+    };
+    let is_nd = matches!(op, Operator::GatherNd { .. });
+    check_batch_shapes(ds, is, b, if is_nd { "gather_nd" } else { "gather" })?;
+
+    // The batch axes of `data` equal those of `indices` (just checked).
+    let out_shape: Shape = ds[..t]
+        .iter()
+        .chain(&is[b..rank])
+        .chain(&ds[t + k..])
+        .copied()
+        .collect();
+    let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
+    let mut zeros = SmallVec::new();
+    let strides = walk.unwrap_or_else(|| walk_strides(&data, &mut zeros));
+
+    let batch = (0..b).map(|i| Dim {
+        size: is[i],
+        data_stride: strides[i],
+        index_stride: indices.strides[i],
+    });
+    let outer = (b..t).map(|i| Dim {
+        size: ds[i],
+        data_stride: strides[i],
+        index_stride: 0,
+    });
+    let inner = (b..rank).map(|i| Dim {
+        size: is[i],
+        data_stride: 0,
+        index_stride: indices.strides[i],
+    });
+    let mut rows = coalesce(batch.chain(outer).chain(inner));
+    let mut index_rows = index_walk(&indices, rank);
+    let slice = SliceLayout::new(&ds[t + k..], &strides[t + k..], data.itemsize);
+    Ok(Plan {
+        data,
+        indices,
+        index_type,
+        n_rows: at_least_one_axis(&mut rows),
+        rows,
+        n_index_rows: at_least_one_axis(&mut index_rows),
+        index_rows,
+        position_rank: rank,
+        tuple: (t..t + k)
+            .map(|axis| TupleAxis {
+                axis,
+                size: ds[axis],
+                data_stride: strides[axis],
+            })
+            .collect(),
+        tuple_stride: if is_nd { indices.strides[rank] } else { 0 },
+        slice_bytes: match &slice {
+            SliceLayout::Contiguous { bytes } => *bytes,
+            SliceLayout::Strided { run, outer } => {
+                run * outer.iter().map(|o| o.0).product::<usize>()
+            }
+        },
+        stream: streams(&slice, out_bytes),
+        slice,
+        out_shape,
+        out_bytes,
+        is_nd,
+        batch_dims: b,
+        prefetch: data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
+        // What `reject_negative_indices` and `with_cast` change.
+        wrap_negative: true,
+        cast: None,
+    })
+}
+
+/// `gather_nd`'s attributes checked: `(b, t, k, rank)` as [`plan_op`]
+/// walks them, the tuple along the last axis of `indices`.
+#[inline(always)]
+fn nd_axes(ds: &[usize], is: &[usize], batch_dims: i64) -> Result<(usize, usize, usize, usize)> {
     let (r, q) = (ds.len(), is.len());
     if r == 0 || q == 0 {
         return Err(invalid(format!(
@@ -112,75 +197,18 @@ fn plan_gather_nd_walking<'a>(
             fmt_tuple(is)
         )));
     }
-    check_batch_shapes(ds, is, b, "gather_nd")?;
-
-    let out_shape: Shape = is[..q - 1].iter().chain(&ds[b + k..]).copied().collect();
-    let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
-    let mut zeros = SmallVec::new();
-    let strides = walk.unwrap_or_else(|| walk_strides(&data, &mut zeros));
-
-    let rows = coalesce((0..q - 1).map(|i| Dim {
-        size: is[i],
-        data_stride: if i < b { strides[i] } else { 0 },
-        index_stride: indices.strides[i],
-    }));
-    let tuple = (b..b + k)
-        .map(|axis| TupleAxis {
-            axis,
-            size: ds[axis],
-            data_stride: strides[axis],
-        })
-        .collect();
-    Ok(finish(Plan {
-        data,
-        indices,
-        index_type,
-        out_shape,
-        out_bytes,
-        rows,
-        index_rows: index_walk(&indices, q - 1),
-        position_rank: q - 1,
-        tuple,
-        tuple_stride: indices.strides[q - 1],
-        slice: SliceLayout::new(&ds[b + k..], &strides[b + k..], data.itemsize),
-        is_nd: true,
-        batch_dims: b,
-        // Set by `finish` from the fields above, or defaults that
-        // `reject_negative_indices` and `with_cast` change.
-        n_rows: 0,
-        n_index_rows: 0,
-        slice_bytes: 0,
-        stream: false,
-        prefetch: false,
-        wrap_negative: true,
-        cast: None,
-    }))
+    Ok((b, b, k, q - 1))
 }
 
-/// Plans `gather` with OpenVINO Gather-8 / TensorFlow `gather` semantics.
-pub fn plan_gather<'a>(
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    index_type: IndexType,
-    axis: i64,
-    batch_dims: i64,
-) -> Result<Plan<'a>> {
-    plan_gather_walking(data, indices, index_type, axis, batch_dims, None)
-}
-
-/// [`plan_gather`], walking `data` with `walk` strides when given (see
-/// [`plan_gather_nd_walking`]).
+/// `gather`'s attributes checked and normalised: `(b, t, k, rank)` as
+/// [`plan_op`] walks them, a tuple of one index into `axis`.
 #[inline(always)]
-fn plan_gather_walking<'a>(
-    data: ArrayView<'a>,
-    indices: ArrayView<'a>,
-    index_type: IndexType,
+fn gather_axes(
+    ds: &[usize],
+    is: &[usize],
     axis: i64,
     batch_dims: i64,
-    walk: Option<&[isize]>,
-) -> Result<Plan<'a>> {
-    checked_views(&data, &indices, index_type)?;
-    let (ds, is) = (data.shape, indices.shape);
+) -> Result<(usize, usize, usize, usize)> {
     let (r, q) = (ds.len() as i64, is.len() as i64);
     let a = if axis < 0 {
         axis.checked_add(r)
@@ -210,61 +238,7 @@ fn plan_gather_walking<'a>(
             "gather: batch_dims must not exceed axis after normalization, got batch_dims={b} and axis={a}"
         )));
     }
-    check_batch_shapes(ds, is, b, "gather")?;
-
-    let out_shape: Shape = ds[..a]
-        .iter()
-        .chain(&is[b..])
-        .chain(&ds[a + 1..])
-        .copied()
-        .collect();
-    let out_bytes = checked_sizes(&out_shape, data.itemsize)?;
-    let mut zeros = SmallVec::new();
-    let strides = walk.unwrap_or_else(|| walk_strides(&data, &mut zeros));
-
-    let batch = (0..b).map(|i| Dim {
-        size: is[i],
-        data_stride: strides[i],
-        index_stride: indices.strides[i],
-    });
-    let outer = (b..a).map(|i| Dim {
-        size: ds[i],
-        data_stride: strides[i],
-        index_stride: 0,
-    });
-    let inner = (b..is.len()).map(|i| Dim {
-        size: is[i],
-        data_stride: 0,
-        index_stride: indices.strides[i],
-    });
-    Ok(finish(Plan {
-        data,
-        indices,
-        index_type,
-        out_shape,
-        out_bytes,
-        rows: coalesce(batch.chain(outer).chain(inner)),
-        index_rows: index_walk(&indices, is.len()),
-        position_rank: is.len(),
-        tuple: smallvec::smallvec![TupleAxis {
-            axis: a,
-            size: ds[a],
-            data_stride: strides[a],
-        }],
-        tuple_stride: 0,
-        slice: SliceLayout::new(&ds[a + 1..], &strides[a + 1..], data.itemsize),
-        is_nd: false,
-        batch_dims: b,
-        // Set by `finish` from the fields above, or defaults that
-        // `reject_negative_indices` and `with_cast` change.
-        n_rows: 0,
-        n_index_rows: 0,
-        slice_bytes: 0,
-        stream: false,
-        prefetch: false,
-        wrap_negative: true,
-        cast: None,
-    }))
+    Ok((b, a, 1, is.len()))
 }
 
 /// Walks always have at least one axis, so the kernels can run along the
@@ -279,19 +253,4 @@ fn at_least_one_axis(dims: &mut Dims) -> usize {
         });
     }
     dims.iter().map(|d| d.size).product()
-}
-
-// Inlined into both planners: a plan is several hundred bytes, and a call
-// that is all overhead should not pay for moving it around.
-#[inline(always)]
-fn finish(mut p: Plan<'_>) -> Plan<'_> {
-    p.n_rows = at_least_one_axis(&mut p.rows);
-    p.n_index_rows = at_least_one_axis(&mut p.index_rows);
-    p.slice_bytes = match &p.slice {
-        SliceLayout::Contiguous { bytes } => *bytes,
-        SliceLayout::Strided { run, outer } => run * outer.iter().map(|o| o.0).product::<usize>(),
-    };
-    p.stream = streams(&p.slice, p.out_bytes);
-    p.prefetch = p.data.bytes.len() > PREFETCH_MIN_DATA_BYTES;
-    p
 }
