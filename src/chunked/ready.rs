@@ -1,7 +1,7 @@
 //! The chunks as the gathers read them: each given chunk checked against
 //! the grid and put in order, and the copy of one slice from a chunk.
 
-use super::grid::{grid_strides, Bounds};
+use super::grid::{grid_strides, locate, Bounds};
 use super::ChunkGrid;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::layout::{ArrayView, SliceLayout};
@@ -10,15 +10,21 @@ use crate::layout::{ArrayView, SliceLayout};
 pub(super) struct Ready<'a> {
     pub(super) id: u64,
     pub(super) view: ArrayView<'a>,
+    /// The address element [0, ..., 0] of the whole array would have if
+    /// the chunk extended to it, so that the slice at position `p` (on the
+    /// axes before the slice) starts at `base + sum(p[d] * strides[d])`: a
+    /// plain address, only ever offset back into the chunk before a read.
+    pub(super) base: *const u8,
     pub(super) slice: SliceLayout,
 }
 
-/// Checks the given chunks against the grid and sorts them by position.
+/// Checks the given chunks against the grid and sorts them by position;
+/// the grid's strides in chunks and its number of chunks.
 pub(super) fn ready_chunks<'a>(
     grid: &ChunkGrid<'a>,
     starts: &Bounds,
     slice_start: usize,
-) -> Result<Vec<Ready<'a>>> {
+) -> Result<(Vec<Ready<'a>>, Vec<u64>, u64)> {
     let bad = |msg: String| GatherError::InvalidArgument(format!("gather over chunks: {msg}"));
     for (a, sizes) in grid.chunk_sizes.iter().enumerate().skip(slice_start) {
         if sizes.len() != 1 {
@@ -28,7 +34,7 @@ pub(super) fn ready_chunks<'a>(
             )));
         }
     }
-    let strides = grid_strides(&grid.chunk_sizes)?;
+    let (strides, cells) = grid_strides(starts.iter().map(|s| s.len() - 1))?;
     let mut ready = Vec::with_capacity(grid.chunks.len());
     for (coords, view) in &grid.chunks {
         let place = fmt_tuple(coords);
@@ -57,22 +63,25 @@ pub(super) fn ready_chunks<'a>(
             .zip(&strides)
             .map(|(&c, &s)| c as u64 * s)
             .sum();
-        let slice = SliceLayout::new(
-            &view.shape[slice_start..],
-            &view.strides[slice_start..],
-            view.itemsize,
-        );
+        let back = (0..slice_start)
+            .map(|d| (starts[d][coords[d]] as isize).wrapping_mul(view.strides[d]))
+            .fold(0isize, isize::wrapping_add);
         ready.push(Ready {
             id,
             view: *view,
-            slice,
+            base: view.first().wrapping_offset(back.wrapping_neg()),
+            slice: SliceLayout::new(
+                &view.shape[slice_start..],
+                &view.strides[slice_start..],
+                view.itemsize,
+            ),
         });
     }
     ready.sort_unstable_by_key(|r| r.id);
     if ready.windows(2).any(|w| w[0].id == w[1].id) {
         return Err(bad("a chunk is given twice".into()));
     }
-    Ok(ready)
+    Ok((ready, strides, cells))
 }
 
 /// Why a run of rows stopped.
@@ -81,6 +90,21 @@ pub(super) enum Stop {
     Bad,
     /// A row reads a chunk that was not given (the row, the chunk).
     Missing(usize, Vec<usize>),
+}
+
+impl Stop {
+    /// Row `row` reads a chunk that was not given: the one at `place` (its
+    /// positions on the leading axes) in a grid cut at `starts`.
+    #[cold]
+    pub(super) fn missing(row: usize, starts: &Bounds, place: &[usize]) -> Stop {
+        let mut which: Vec<usize> = place
+            .iter()
+            .zip(starts)
+            .map(|(&p, st)| locate(st, p).0)
+            .collect();
+        which.resize(starts.len(), 0);
+        Stop::Missing(row, which)
+    }
 }
 
 /// No chunk: the row is zero-filled (mode "zero").
