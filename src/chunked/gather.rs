@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use super::flat::Flat;
-use super::grid::{bounds, chunk_tables};
+use super::grid::{bounds, chunk_tables, locate};
 use super::ready::{ready_chunks, Ready, Stop, ZERO_ROW};
 use super::{check_indices, plan_whole, row_axes, ChunkGrid, Coords, GridRows, Whole};
 use crate::convert::Cast;
@@ -90,7 +90,7 @@ pub fn gather_chunks(
     let flat = match (&dense, cast) {
         (Some(dense), None) if leading => rows
             .flat(cells)
-            .and_then(|tuples| Flat::new(tuples, &ready, dense, &starts, (row_bytes, out_bytes))),
+            .and_then(|tuples| Flat::new(tuples, &ready, dense, (row_bytes, out_bytes))),
         _ => None,
     };
     // SAFETY: the walk's raw addresses are those of the indices and of the
@@ -122,10 +122,10 @@ pub fn gather_chunks(
         match result {
             Ok(()) => Ok(()),
             Err(Stop::Bad) => Err(BadRow),
-            Err(Stop::Missing(row, coords)) => {
+            Err(Stop::Missing(row, place)) => {
                 let mut m = missing.lock().unwrap_or_else(|e| e.into_inner());
                 if m.as_ref().is_none_or(|(r, _)| row < *r) {
-                    *m = Some((row, coords));
+                    *m = Some((row, place));
                 }
                 Err(BadRow)
             }
@@ -136,10 +136,13 @@ pub fn gather_chunks(
     }
     // The first bad index in C order, as the one-shot gather names it.
     check_indices(&plan, mode, threads, whole)?;
-    if let Some((_, coords)) = missing.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some((_, place)) = missing.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        // The chunk of each position (the slice's axes are one chunk).
+        let chunk = |d: usize| place.get(d).map_or(0, |&p| locate(&starts[d], p).0);
+        let which: Vec<usize> = (0..starts.len()).map(chunk).collect();
         return Err(GatherError::InvalidArgument(format!(
             "gather over chunks: an index reads chunk {} of the grid, which was not given",
-            fmt_tuple(&coords)
+            fmt_tuple(&which)
         )));
     }
     Err(GatherError::IndicesModified)
@@ -238,7 +241,7 @@ impl Walk<'_, '_> {
             (None, _) => self.ready.binary_search_by_key(&id, |r| r.id).ok(),
         };
         let Some(k) = found else {
-            return Err(Stop::missing(row, self.rows.starts, place));
+            return Err(Stop::missing(row, place));
         };
         *cached = Some(k);
         let chunk = &self.ready[k];

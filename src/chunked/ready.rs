@@ -1,7 +1,7 @@
 //! The chunks as the gathers read them: each given chunk checked against
 //! the grid and put in order, and the copy of one slice from a chunk.
 
-use super::grid::{grid_strides, locate, Bounds};
+use super::grid::{grid_strides, Bounds};
 use super::ChunkGrid;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::layout::{ArrayView, SliceLayout};
@@ -88,22 +88,17 @@ pub(super) fn ready_chunks<'a>(
 pub(super) enum Stop {
     /// An index addresses nothing: the caller reports the first in C order.
     Bad,
-    /// A row reads a chunk that was not given (the row, the chunk).
+    /// A row reads a chunk that was not given (the row, its positions on
+    /// the leading axes of `data`).
     Missing(usize, Vec<usize>),
 }
 
 impl Stop {
-    /// Row `row` reads a chunk that was not given: the one at `place` (its
-    /// positions on the leading axes) in a grid cut at `starts`.
+    /// Row `row`, at `place`, reads a chunk that was not given (a call
+    /// apart, so that the loops keep this rare path out of their way).
     #[cold]
-    pub(super) fn missing(row: usize, starts: &Bounds, place: &[usize]) -> Stop {
-        let mut which: Vec<usize> = place
-            .iter()
-            .zip(starts)
-            .map(|(&p, st)| locate(st, p).0)
-            .collect();
-        which.resize(starts.len(), 0);
-        Stop::Missing(row, which)
+    pub(super) fn missing(row: usize, place: &[usize]) -> Stop {
+        Stop::Missing(row, place.to_vec())
     }
 }
 

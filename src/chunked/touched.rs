@@ -17,6 +17,7 @@ use crate::plan::{plan_op, Operator};
 use crate::split::split_ranges;
 use crate::stand_in::StandIn;
 use crate::threads::ReadShared;
+use crate::walk::unravel;
 
 /// The grid coordinates (batch axes, then indexed axes) of every chunk some
 /// index reads, sorted and each once; validates the indices exactly as the
@@ -122,11 +123,9 @@ pub fn touched_chunks(
         // the indices meanwhile.
         return Err(GatherError::IndicesModified);
     }
-    let strides = &rows.strides;
-    let coords = |id: u64| -> Vec<usize> {
-        let at = |d: usize| ((id / strides[d]) % count(d) as u64) as usize;
-        dims.iter().map(|&d| at(d)).collect()
-    };
+    // A chunk's number unravelled over the grid of the numbered axes.
+    let grid: SmallVec<[usize; 8]> = dims.iter().map(|&d| count(d)).collect();
+    let coords = |id: u64| unravel(id as usize, &grid);
     Ok(seen.sorted().into_iter().map(coords).collect())
 }
 

@@ -3,7 +3,6 @@
 use std::ops::Range;
 
 use super::{lookups, resolve_tuple, TupleAxis, Tuples, FLAT_MAX_AXES};
-use crate::chunked::grid::Bounds;
 use crate::chunked::ready::{Ready, Stop, ZERO_ROW};
 use crate::copy::copy_contiguous;
 use crate::copy::stream_copy;
@@ -37,7 +36,6 @@ pub(in crate::chunked) struct Flat<'p> {
     /// given).
     dense: &'p [u32],
     chunks: Vec<FlatChunk>,
-    starts: &'p Bounds,
     row_bytes: usize,
     /// How many rows the copy follows behind the rows found.
     ahead: usize,
@@ -55,7 +53,6 @@ impl<'p> Flat<'p> {
         (at, axes): (Tuples, Vec<TupleAxis>),
         ready: &[Ready<'_>],
         dense: &'p [u32],
-        starts: &'p Bounds,
         (row_bytes, out_bytes): (usize, usize),
     ) -> Option<Self> {
         let chunks = ready.iter().map(|r| {
@@ -73,7 +70,6 @@ impl<'p> Flat<'p> {
             axes,
             dense,
             chunks,
-            starts,
             row_bytes,
             // As the one-shot kernel's long walks, in rows of this width.
             ahead: Ahead::new(true, usize::MAX, 0, row_bytes)
@@ -140,7 +136,7 @@ impl<'p> Flat<'p> {
                     Some((id, pos)) => {
                         let place = self.dense[id as usize];
                         if place == ZERO_ROW {
-                            return Err(Stop::missing(start + r, self.starts, &pos));
+                            return Err(Stop::missing(start + r, &pos));
                         }
                         let chunk = &self.chunks[place as usize];
                         let off = (0..K).fold(0isize, |s, j| {
