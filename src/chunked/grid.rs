@@ -14,9 +14,9 @@ pub(super) const TABLE_MAX: usize = 3;
 /// Per axis: chunk starts (with the end last).
 pub(super) type Bounds = Vec<Vec<usize>>;
 
+/// Each axis's chunk starts from its chunk sizes, and the array's shape.
 pub(super) fn bounds(chunk_sizes: &[Vec<usize>]) -> Result<(Bounds, Vec<usize>)> {
     let mut all = Vec::with_capacity(chunk_sizes.len());
-    let mut shape = Vec::with_capacity(chunk_sizes.len());
     for sizes in chunk_sizes {
         if sizes.is_empty() {
             return Err(GatherError::InvalidArgument(
@@ -30,9 +30,9 @@ pub(super) fn bounds(chunk_sizes: &[Vec<usize>]) -> Result<(Bounds, Vec<usize>)>
             })?;
             starts.push(next);
         }
-        shape.push(starts[starts.len() - 1]);
         all.push(starts);
     }
+    let shape = all.iter().map(|s| s[s.len() - 1]).collect();
     Ok((all, shape))
 }
 

@@ -209,10 +209,12 @@ impl GridRows<'_> {
     /// `total` the number of chunks), when the rows are a flat list of
     /// tuples: one axis of `indices`, no batch axis, no outer axis of gather.
     fn flat(&self, total: u64) -> Option<(Tuples, Vec<TupleAxis>)> {
-        let [row] = self.axes[..] else { return None };
-        if row.data_axis.is_some() {
+        let [row @ RowAxis {
+            data_axis: None, ..
+        }] = self.axes[..]
+        else {
             return None;
-        }
+        };
         let plan = self.plan;
         let each = plan.tuple.iter().map(|t| (t.axis, self.strides[t.axis]));
         let tuples = Tuples {
