@@ -50,7 +50,8 @@ pub fn touched_chunks(
         plan: &plan,
         axes,
         starts: &starts,
-        tables: chunk_tables(&starts, starts.len()),
+        // Tabled up to the last indexed axis: no row places the slice's.
+        tables: chunk_tables(&starts, dims[dims.len() - 1] + 1),
         strides,
     };
     // A flat list of tuples (no batch axes): the scan needs no coordinates.
