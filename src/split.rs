@@ -3,6 +3,7 @@
 //! the chunked gather, GatherBlockQuantized). Work is counted in bytes of
 //! sequential copying; each caller says what its rows cost in that unit.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::offsets::BadRow;
@@ -87,5 +88,22 @@ pub(crate) fn split_rows<E: Send>(
         Err(BadRow)
     } else {
         Ok(())
+    }
+}
+
+/// Runs `task` over the rows `0..n_rows` (costing `cost`, as for
+/// [`task_rows`]): on this thread, all at once, if the work is small, else
+/// in ranges of whole rows split over up to `threads` threads.
+pub(crate) fn split_ranges(
+    threads: usize,
+    n_rows: usize,
+    cost: usize,
+    task: &(dyn Fn(Range<usize>) + Sync),
+) {
+    match task_rows(threads, n_rows, cost) {
+        None => task(0..n_rows),
+        Some(per_task) => for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
+            task(t * per_task..((t + 1) * per_task).min(n_rows))
+        }),
     }
 }

@@ -14,11 +14,16 @@
 use smallvec::SmallVec;
 
 use crate::error::{GatherError, Result};
-use crate::index::IndexType;
+use crate::index::{IndexElem, IndexType};
 use crate::layout::ArrayView;
+use crate::mode::Mode;
+use crate::offsets::resolve;
 use crate::plan::{plan_op, Operator, Plan};
 use crate::stand_in::{stand_in, StandIn};
 use crate::validate::{check_numpy_size, checked_sizes};
+use crate::walk::unravel;
+use flat::{tuple_axes, TupleAxis, Tuples};
+use grid::{chunk_of, Bounds};
 
 mod flat;
 mod gather;
@@ -96,33 +101,129 @@ struct RowAxis {
 }
 
 /// The rows of a plan as axes with their data axes (the plan's own walk is
-/// coalesced and has lost them), the batch count and the first slice axis.
-fn row_axes(plan: &Plan<'_>) -> (SmallVec<[RowAxis; 8]>, usize, usize) {
-    let (ds, is, st) = (plan.data.shape, plan.indices.shape, plan.indices.strides);
-    let first = plan.tuple[0].axis;
-    let axis = |i: usize, data_axis| RowAxis {
-        size: is[i],
-        index_stride: st[i],
-        data_axis,
-    };
+/// coalesced and has lost them): the batch axes, gather's outer axes (those
+/// between the batch axes and the first indexed one; gather_nd has none),
+/// then the other axes of `indices` that hold positions.
+fn row_axes(plan: &Plan<'_>) -> SmallVec<[RowAxis; 8]> {
     let b = plan.batch_dims;
-    if plan.is_nd {
-        let rows = (0..is.len() - 1)
-            .map(|i| axis(i, (i < b).then_some(i)))
-            .collect();
-        (rows, b, b + plan.tuple.len())
-    } else {
-        let outer = (b..first).map(|i| RowAxis {
-            size: ds[i],
-            index_stride: 0,
-            data_axis: Some(i),
-        });
-        let rows = (0..b)
-            .map(|i| axis(i, Some(i)))
-            .chain(outer)
-            .chain((b..is.len()).map(|i| axis(i, None)))
-            .collect();
-        (rows, b, first + 1)
+    let index_axis = |i: usize| RowAxis {
+        size: plan.indices.shape[i],
+        index_stride: plan.indices.strides[i],
+        data_axis: (i < b).then_some(i),
+    };
+    let outer = (b..plan.tuple[0].axis).map(|i| RowAxis {
+        size: plan.data.shape[i],
+        index_stride: 0,
+        data_axis: Some(i),
+    });
+    (0..b)
+        .map(index_axis)
+        .chain(outer)
+        .chain((b..plan.position_rank).map(index_axis))
+        .collect()
+}
+
+/// The coordinates of a row on its axes ([`RowAxis`]), stepped in C order.
+struct Coords(Vec<usize>);
+
+impl Coords {
+    /// At row `row` of `axes` (C order).
+    fn new(axes: &[RowAxis], row: usize) -> Self {
+        let sizes: SmallVec<[usize; 8]> = axes.iter().map(|a| a.size).collect();
+        Coords(unravel(row, &sizes))
+    }
+
+    /// Steps to the next row of `axes`.
+    #[inline(always)]
+    fn step(&mut self, axes: &[RowAxis]) {
+        for (c, a) in self.0.iter_mut().zip(axes).rev() {
+            *c += 1;
+            if *c < a.size {
+                break;
+            }
+            *c = 0;
+        }
+    }
+}
+
+/// The rows of a plan over a grid of chunks, and how each finds its chunk:
+/// the row axes walked ([`row_axes`], or those of them that hold positions
+/// of `indices`) and, per axis of `data`, its chunk starts, its chunk at
+/// each position when short ([`chunk_tables`]) and its stride in the
+/// numbering of the chunks (C order over the axes numbered).
+struct GridRows<'p> {
+    plan: &'p Plan<'p>,
+    axes: SmallVec<[RowAxis; 8]>,
+    starts: &'p Bounds,
+    tables: Vec<Option<Vec<u32>>>,
+    strides: Vec<u64>,
+}
+
+impl GridRows<'_> {
+    /// Puts in `place` the position on each leading axis of `data` that the
+    /// row at `coords` reads (its coordinate on a row axis that walks
+    /// `data`, its resolved index on an indexed axis) and numbers its chunk
+    /// over those axes; `None` when an index reads nothing (mode "zero"),
+    /// `Err` when one addresses nothing.
+    ///
+    /// # Safety
+    /// `coords` is a row of `axes`, so a position of the plan's checked
+    /// indices.
+    #[inline(always)]
+    unsafe fn chunk<T: IndexElem, const CLIP: bool, const ZERO: bool>(
+        &self,
+        coords: &Coords,
+        place: &mut [usize],
+    ) -> std::result::Result<Option<u64>, ()> {
+        let plan = self.plan;
+        let base = plan.indices.first();
+        let number = |d: usize, p: usize| {
+            chunk_of(&self.tables[d], &self.starts[d], p) as u64 * self.strides[d]
+        };
+        let (mut off, mut id) = (0isize, 0u64);
+        for (c, a) in coords.0.iter().zip(&self.axes) {
+            off += *c as isize * a.index_stride;
+            if let Some(d) = a.data_axis {
+                place[d] = *c;
+                id += number(d, *c);
+            }
+        }
+        for (j, t) in plan.tuple.iter().enumerate() {
+            // SAFETY: `off` is the row's position of `indices` (caller), and
+            // `j` a place in its tuple: inside its bytes by the checked-view
+            // invariant (b).
+            let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
+            match resolve::<CLIP>(v, t.size, plan.wrap_negative) {
+                Some(p) => {
+                    place[t.axis] = p;
+                    id += number(t.axis, p);
+                }
+                None if ZERO => return Ok(None),
+                None => return Err(()),
+            }
+        }
+        Ok(Some(id))
+    }
+
+    /// The tuples and their axes as the flat loops read them ([`tuple_axes`],
+    /// `total` the number of chunks), when the rows are a flat list of
+    /// tuples: one axis of `indices`, no batch axis, no outer axis of gather.
+    fn flat(&self, total: u64) -> Option<(Tuples, Vec<TupleAxis>)> {
+        let [row @ RowAxis {
+            data_axis: None, ..
+        }] = self.axes[..]
+        else {
+            return None;
+        };
+        let plan = self.plan;
+        let each = plan.tuple.iter().map(|t| (t.axis, self.strides[t.axis]));
+        let tuples = Tuples {
+            base: plan.indices.first(),
+            stride: row.index_stride,
+            tuple_stride: plan.tuple_stride,
+            wrap: plan.wrap_negative,
+        };
+        Some((tuples, tuple_axes(self.starts, each, total)?))
     }
 }
 
@@ -139,26 +240,26 @@ pub fn chunked_layout(
     let zeros = vec![0isize; index_shape.len()];
     let indices = stand_in(index_shape, &zeros, ty.itemsize());
     let (plan, out_bytes) = plan_whole(&data, itemsize, indices, ty, op)?;
-    let (_, batch_dims, _) = row_axes(&plan);
     Ok(Layout {
         out_shape: plan.out_shape().to_vec(),
         out_bytes,
-        batch_dims,
+        batch_dims: plan.batch_dims,
         indexed: plan.tuple.iter().map(|t| t.axis).collect(),
     })
 }
 
-/// The one-shot error moved to the larger arrays of `whole`.
-fn relocate(e: GatherError, whole: Option<&Whole>) -> GatherError {
-    match (e, whole) {
-        (GatherError::IndexOutOfRange(mut bad), Some(w)) => {
+/// The plan's own check of the indices, which finds the first bad index in
+/// C order, with its error moved to the larger arrays of `whole`.
+fn check_indices(plan: &Plan<'_>, mode: Mode, threads: usize, whole: Option<&Whole>) -> Result<()> {
+    match (plan.validate(mode, threads), whole) {
+        (Err(GatherError::IndexOutOfRange(mut bad)), Some(w)) => {
             for (p, o) in bad.position.iter_mut().zip(&w.index_offset) {
                 *p += o;
             }
             bad.data_shape.clone_from(&w.data_shape);
-            GatherError::IndexOutOfRange(bad)
+            Err(GatherError::IndexOutOfRange(bad))
         }
-        (e, _) => e,
+        (checked, _) => checked,
     }
 }
 

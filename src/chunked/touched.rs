@@ -1,22 +1,23 @@
 //! The chunks a list of indices reads, found before any is read, so that
 //! a caller fetches only those.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use smallvec::SmallVec;
 
-use super::flat::{self, tuple_axes, Tuples};
-use super::grid::{bounds, chunk_of, chunk_tables, grid_strides};
-use super::{relocate, row_axes, RowAxis, Whole};
+use super::flat;
+use super::grid::{bounds, chunk_tables, grid_strides};
+use super::{check_indices, row_axes, Coords, GridRows, Whole};
 use crate::error::{GatherError, Result};
-use crate::index::{with_index_type, IndexElem, IndexType};
+use crate::index::{with_index_type, IndexType};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
-use crate::offsets::resolve;
-use crate::plan::plan_op;
-use crate::plan::Operator;
+use crate::plan::{plan_op, Operator};
+use crate::split::split_ranges;
 use crate::stand_in::StandIn;
-use crate::threads::{for_each_task, ReadShared, MAX_THREADS};
+use crate::threads::ReadShared;
+use crate::walk::unravel;
 
 /// The grid coordinates (batch axes, then indexed axes) of every chunk some
 /// index reads, sorted and each once; validates the indices exactly as the
@@ -33,169 +34,110 @@ pub fn touched_chunks(
     let (starts, shape) = bounds(chunk_sizes)?;
     let data = StandIn::new(&shape, 1);
     let plan = plan_op(op, data.view(), indices, ty, None)?;
-    let (rows, b, _) = row_axes(&plan);
+    let b = plan.batch_dims;
     // Index positions only: gather's outer axes choose no chunk of the
     // indexed axes, and the batch axes' chunks are reported with them.
-    let axes: SmallVec<[RowAxis; 8]> = rows
-        .into_iter()
-        .filter(|r| r.data_axis.is_none_or(|a| a < b))
-        .collect();
+    let mut axes = row_axes(&plan);
+    axes.retain(|r| r.data_axis.is_none_or(|a| a < b));
     let n: usize = axes.iter().map(|a| a.size).product();
-    // Chunks are numbered in C order over the batch and indexed axes.
+    // Chunks are numbered in C order over the batch and indexed axes (every
+    // other axis counted as one chunk).
     let dims: SmallVec<[usize; 8]> = (0..b).chain(plan.tuple.iter().map(|t| t.axis)).collect();
-    let counts: Vec<Vec<usize>> = dims.iter().map(|&a| chunk_sizes[a].clone()).collect();
-    let strides = grid_strides(&counts)?;
-    let total: u64 = counts.iter().map(|c| c.len() as u64).product();
-    let tables = chunk_tables(&starts, starts.len());
+    let count = |a: usize| starts[a].len() - 1;
+    let counts = (0..starts.len()).map(|a| if dims.contains(&a) { count(a) } else { 1 });
+    let (strides, total) = grid_strides(counts)?;
+    let rows = GridRows {
+        plan: &plan,
+        axes,
+        starts: &starts,
+        // Tabled up to the last indexed axis: no row places the slice's.
+        tables: chunk_tables(&starts, dims[dims.len() - 1] + 1),
+        strides,
+    };
+    // A flat list of tuples (no batch axes): the scan needs no coordinates.
+    // SAFETY: the raw addresses of `Tuples` are those of the checked
+    // indices view the plan borrows (shared, read-only) while the scan's
+    // tasks run.
+    let flat = rows.flat(total).map(|f| unsafe { ReadShared::new(f) });
     // The scan checks every index as it resolves it: the indices are read
     // once. Only when one is bad does the plan's own check run, for the
     // one-shot function's error (the first bad index in C order).
-    let threads = threads.min(MAX_THREADS);
-    // A flat list of tuples (no batch axes): the scan needs no coordinates.
-    let flat = (b == 0 && matches!(axes.as_slice(), [a] if a.data_axis.is_none()))
-        .then(|| {
-            let each = plan
-                .tuple
-                .iter()
-                .enumerate()
-                .map(|(j, t)| (t.axis, strides[j]));
-            tuple_axes(&starts, each, total)
-        })
-        .flatten();
-    // SAFETY: `base` is the address of the checked indices view the plan
-    // borrows (shared, read-only) while the scan's tasks run.
-    let tuples = unsafe {
-        ReadShared::new(Tuples {
-            base: plan.indices.first(),
-            stride: axes.first().map_or(0, |a| a.index_stride),
-            tuple_stride: plan.tuple_stride,
-            wrap: plan.wrap_negative,
-        })
-    };
     let (seen, bad) = with_index_type!(ty, T => {
-        // The chunks read by index positions `start..start + count` (C
-        // order), and whether one of them addresses nothing outside mode
-        // "zero".
-        let scan = |start: usize, count: usize| -> (Seen, bool) {
+        // The chunks read by index positions `part` (C order), and whether
+        // one of them addresses nothing outside mode "zero".
+        let scan = |part: Range<usize>| -> (Seen, bool) {
             let mut seen = Seen::new(total);
-            if count == 0 {
-                return (seen, false); // an empty axis: no position to start from
+            if let (Some(flat), Seen::Bits(bits)) = (&flat, &mut seen) {
+                // SAFETY: `part` are positions of the checked indices, each
+                // a tuple (`GridRows::flat`).
+                let bad = unsafe { flat::scan::<T>(&flat.0, &flat.1, mode, part, bits) };
+                return (seen, bad.is_err());
             }
-            let base = plan.indices.first();
-            // What the tuple at byte `off` of `indices` adds to its chunk's
-            // number; `Ok(None)` when it reads nothing (mode "zero"), `Err`
-            // when it addresses nothing.
-            let tuple_part = |off: isize| -> std::result::Result<Option<u64>, ()> {
-                let mut id = 0u64;
-                for (j, t) in plan.tuple.iter().enumerate() {
-                    // SAFETY: the callers pass the offset of an in-range
-                    // position of `indices`, and `j` is a place in its tuple:
-                    // inside its bytes by the checked-view invariant (b) (the
-                    // plan checked `indices`).
-                    let v = unsafe { T::load(base.offset(off + j as isize * plan.tuple_stride)) };
-                    let at = if mode == Mode::Clip {
-                        resolve::<true>(v, t.size, plan.wrap_negative)
-                    } else {
-                        resolve::<false>(v, t.size, plan.wrap_negative)
-                    };
-                    match at {
-                        Some(p) => {
-                            id += chunk_of(&tables[t.axis], &starts[t.axis], p) as u64
-                                * strides[b + j]
-                        }
-                        None if mode == Mode::Zero => return Ok(None),
-                        None => return Err(()),
-                    }
-                }
-                Ok(Some(id))
-            };
-            if let (Some(axes), Seen::Bits(bits)) = (&flat, &mut seen) {
-                // SAFETY: `start..start + count` are positions of the
-                // checked indices, each a tuple (`flat`).
-                return match unsafe { flat::scan::<T>(&tuples, axes, mode, start..start + count, bits) } {
-                    Ok(()) => (seen, false),
-                    Err(()) => (Seen::new(total), true),
-                };
-            }
+            let mut coords = Coords::new(&rows.axes, part.start);
+            let mut place = vec![0; starts.len()];
             let mut last = None;
-            let mut coords: SmallVec<[usize; 8]> = smallvec::smallvec![0; axes.len()];
-            let mut rest = start;
-            for (c, a) in coords.iter_mut().zip(&axes).rev() {
-                *c = rest % a.size;
-                rest /= a.size;
-            }
-            for _ in 0..count {
-                let mut off = 0isize;
-                let mut id = 0u64;
-                let mut at = 0;
-                for (c, a) in coords.iter().zip(&axes) {
-                    off += *c as isize * a.index_stride;
-                    if let Some(d) = a.data_axis {
-                        id += chunk_of(&tables[d], &starts[d], *c) as u64 * strides[at];
-                        at += 1;
+            for _ in part {
+                // SAFETY: `coords` is one of `part`, rows of `rows.axes`.
+                // Out-of-range indices read nothing here (`ZERO`); outside
+                // mode "zero", that is the error.
+                let chunk = unsafe {
+                    if mode == Mode::Clip {
+                        rows.chunk::<T, true, true>(&coords, &mut place)
+                    } else {
+                        rows.chunk::<T, false, true>(&coords, &mut place)
                     }
-                }
-                match tuple_part(off) {
-                    Ok(Some(part)) if last != Some(id + part) => {
-                        seen.insert(id + part);
-                        last = Some(id + part);
+                };
+                match chunk {
+                    Ok(Some(id)) if last != Some(id) => {
+                        seen.insert(id);
+                        last = Some(id);
                     }
-                    Ok(_) => {}
-                    Err(()) => return (seen, true),
+                    Ok(Some(_)) => {}
+                    Ok(None) if mode == Mode::Zero => {}
+                    _ => return (seen, true),
                 }
-                for (c, a) in coords.iter_mut().zip(&axes).rev() {
-                    *c += 1;
-                    if *c < a.size {
-                        break;
-                    }
-                    *c = 0;
-                }
+                coords.step(&rows.axes);
             }
             (seen, false)
         };
-        // Long index lists are scanned in parts on the worker threads, each
-        // part into a set of its own, merged after.
-        if threads <= 1 || n < SCAN_PARALLEL_MIN {
-            scan(0, n)
-        } else {
-            let per_task = n.div_ceil(threads * 4).max(SCAN_PARALLEL_MIN / 4);
-            let merged = Mutex::new((Seen::new(total), false));
-            for_each_task(threads, n.div_ceil(per_task), &|t| {
-                let start = t * per_task;
-                let (part, bad) = scan(start, per_task.min(n - start));
-                let mut m = merged.lock().unwrap_or_else(|e| e.into_inner());
-                m.0.merge(part);
-                m.1 |= bad;
-            });
-            merged.into_inner().unwrap_or_else(|e| e.into_inner())
-        }
+        // Long lists are scanned in parts on the worker threads, each part
+        // into a set of its own, merged as they end.
+        let cost = n.saturating_mul(plan.tuple.len() * ty.itemsize() * SCAN_COST);
+        let merged: Mutex<Option<(Seen, bool)>> = Mutex::new(None);
+        split_ranges(threads, n, cost, &|rows| {
+            let (part, bad) = scan(rows);
+            let mut all = merged.lock().unwrap_or_else(|e| e.into_inner());
+            match all.as_mut() {
+                Some((seen, any_bad)) => {
+                    seen.merge(part);
+                    *any_bad |= bad;
+                }
+                None => *all = Some((part, bad)),
+            }
+        });
+        let merged = merged.into_inner().unwrap_or_else(|e| e.into_inner());
+        merged.unwrap_or_else(|| (Seen::new(total), false))
     });
     if bad {
-        plan.validate(mode, threads)
-            .map_err(|e| relocate(e, whole))?;
+        check_indices(&plan, mode, threads, whole)?;
         // The check found nothing the scan found: another thread changed
         // the indices meanwhile.
         return Err(GatherError::IndicesModified);
     }
-    Ok(seen
-        .sorted()
-        .into_iter()
-        .map(|id| {
-            strides
-                .iter()
-                .zip(&counts)
-                .map(|(&s, c)| ((id / s) % c.len() as u64) as usize)
-                .collect()
-        })
-        .collect())
+    // A chunk's number unravelled over the grid of the numbered axes.
+    let grid: SmallVec<[usize; 8]> = dims.iter().map(|&d| count(d)).collect();
+    let coords = |id: u64| unravel(id as usize, &grid);
+    Ok(seen.sorted().into_iter().map(coords).collect())
 }
 
-/// Index lists at least this long are scanned on several threads (in
-/// tests, a few: the random cases take both ways).
+/// What scanning an index position costs, per byte of its tuple, in the
+/// split's unit (bytes of sequential copying): the scan reads each index
+/// once, as a copy of the indices would. In tests, far more, so that the
+/// random cases' short lists are split too.
 #[cfg(not(test))]
-pub(super) const SCAN_PARALLEL_MIN: usize = 1 << 16;
+const SCAN_COST: usize = 1;
 #[cfg(test)]
-pub(super) const SCAN_PARALLEL_MIN: usize = 8;
+const SCAN_COST: usize = 1 << 14;
 
 /// Grids up to this many chunks count touched ones in a bitmap (in tests,
 /// a few: the random cases take both ways).
@@ -238,12 +180,7 @@ impl Seen {
                     *m |= t;
                 }
             }
-            (Seen::Hashed(mine), Seen::Hashed(theirs)) => mine.extend(theirs),
-            (mine, theirs) => {
-                for id in theirs.sorted() {
-                    mine.insert(id);
-                }
-            }
+            (mine, theirs) => theirs.sorted().into_iter().for_each(|id| mine.insert(id)),
         }
     }
 

@@ -3,22 +3,18 @@
 use std::ops::Range;
 
 use super::{lookups, resolve_tuple, TupleAxis, Tuples, FLAT_MAX_AXES};
-use crate::chunked::grid::{locate, Bounds};
 use crate::chunked::ready::{Ready, Stop, ZERO_ROW};
 use crate::copy::copy_contiguous;
 use crate::copy::stream_copy;
-use crate::hints::{fence, PREFETCH_LINES};
+use crate::hints::{fence, Ahead};
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
 use crate::offsets::prefetch_row;
 use crate::plan::streams;
 
 /// A chunk as the flat gather addresses it: the slice at resolved
-/// positions `p` starts at `base + sum(p[j] * strides[j])`.
+/// positions `p` starts at `base + sum(p[j] * strides[j])` (`Ready::base`).
 struct FlatChunk {
-    /// The address element [0, ..., 0] of the whole array would have if the
-    /// chunk extended to it (a plain address, only ever offset back into
-    /// the chunk before a read).
     base: *const u8,
     strides: [isize; FLAT_MAX_AXES],
 }
@@ -28,7 +24,7 @@ struct FlatChunk {
 const CHUNK: usize = 64;
 
 /// Sources found and not yet copied are kept in a ring of this many:
-/// at most `ahead` ([`PREFETCH_LINES`] lines' worth of rows, at most
+/// at most `ahead` (`hints::PREFETCH_LINES` lines' worth of rows, at most
 /// `RING - CHUNK`) plus a chunk.
 const RING: usize = 256;
 
@@ -40,7 +36,6 @@ pub(in crate::chunked) struct Flat<'p> {
     /// given).
     dense: &'p [u32],
     chunks: Vec<FlatChunk>,
-    starts: &'p Bounds,
     row_bytes: usize,
     /// How many rows the copy follows behind the rows found.
     ahead: usize,
@@ -52,53 +47,34 @@ pub(in crate::chunked) struct Flat<'p> {
 impl<'p> Flat<'p> {
     /// The flat gather, if the call has its shape: `at` are the tuples,
     /// `axes` the tuple axes (`tuple_axes` over the leading axes of
-    /// `data`), `ready` the given chunks, `grid_strides` the grid's strides
-    /// in chunks, then the bytes of a row and of the output; every slice
-    /// must be contiguous.
+    /// `data`), `ready` the given chunks, then the bytes of a row and of the
+    /// output; every slice must be contiguous.
     pub(in crate::chunked) fn new(
-        at: Tuples,
-        axes: Vec<TupleAxis>,
+        (at, axes): (Tuples, Vec<TupleAxis>),
         ready: &[Ready<'_>],
         dense: &'p [u32],
-        starts: &'p Bounds,
-        grid_strides: &[u64],
         (row_bytes, out_bytes): (usize, usize),
     ) -> Option<Self> {
-        let k = axes.len();
-        if !ready
-            .iter()
-            .all(|r| matches!(r.slice, SliceLayout::Contiguous { .. }))
-        {
-            return None;
-        }
-        let chunks = ready
-            .iter()
-            .map(|r| {
-                let mut strides = [0isize; FLAT_MAX_AXES];
-                strides[..k].copy_from_slice(&r.view.strides[..k]);
-                // The chunk's first position on each tuple axis, from its
-                // number in the grid.
-                let back: isize = (0..k)
-                    .map(|j| {
-                        let count = (starts[j].len() - 1) as u64;
-                        let c = ((r.id / grid_strides[j]) % count) as usize;
-                        starts[j][c] as isize * strides[j]
-                    })
-                    .fold(0isize, isize::wrapping_add);
-                FlatChunk {
-                    base: r.view.first().wrapping_offset(back.wrapping_neg()),
-                    strides,
-                }
-            })
-            .collect();
+        let chunks = ready.iter().map(|r| {
+            let mut strides = [0isize; FLAT_MAX_AXES];
+            strides[..axes.len()].copy_from_slice(&r.view.strides[..axes.len()]);
+            let chunk = FlatChunk {
+                base: r.base,
+                strides,
+            };
+            matches!(r.slice, SliceLayout::Contiguous { .. }).then_some(chunk)
+        });
+        let chunks = chunks.collect::<Option<_>>()?;
         Some(Flat {
             at,
             axes,
             dense,
             chunks,
-            starts,
             row_bytes,
-            ahead: (PREFETCH_LINES / lines_of(row_bytes)).clamp(2, RING - CHUNK),
+            // As the one-shot kernel's long walks, in rows of this width.
+            ahead: Ahead::new(true, usize::MAX, 0, row_bytes)
+                .rows
+                .min(RING - CHUNK),
             stream: streams(&SliceLayout::Contiguous { bytes: row_bytes }, out_bytes),
         })
     }
@@ -160,7 +136,7 @@ impl<'p> Flat<'p> {
                     Some((id, pos)) => {
                         let place = self.dense[id as usize];
                         if place == ZERO_ROW {
-                            return Err(self.missing(start + r, &pos));
+                            return Err(Stop::missing(start + r, &pos));
                         }
                         let chunk = &self.chunks[place as usize];
                         let off = (0..K).fold(0isize, |s, j| {
@@ -197,18 +173,6 @@ impl<'p> Flat<'p> {
         }
         Ok(())
     }
-
-    /// The error of row `row`, at `pos`, which reads a chunk not given.
-    #[cold]
-    fn missing(&self, row: usize, pos: &[usize]) -> Stop {
-        let mut which: Vec<usize> = pos
-            .iter()
-            .enumerate()
-            .map(|(j, &p)| locate(&self.starts[j], p).0)
-            .collect();
-        which.resize(self.starts.len(), 0);
-        Stop::Missing(row, which)
-    }
 }
 
 /// Copies rows `rows` (of `width` bytes) from their sources in `ring` (as
@@ -236,17 +200,5 @@ fn copy_out<const STREAM: bool>(
             // output overlaps no chunk (`gather_chunks`' caller).
             unsafe { copy_contiguous(src, dst) };
         }
-    }
-}
-
-/// The cache lines a row of `width` bytes is requested on (see
-/// `hints::slice`: at most 1 KiB of it, plus the line of its last byte
-/// when a row of that width can straddle lines).
-fn lines_of(width: usize) -> usize {
-    let w = width.clamp(1, 1024);
-    if w % 64 == 0 || 64 % w == 0 {
-        w.div_ceil(64)
-    } else {
-        w / 64 + 2
     }
 }

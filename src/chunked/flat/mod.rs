@@ -9,7 +9,7 @@
 //! that finds the touched chunks as in the gather, where the general walk
 //! (`Walk::copy`) pays for its generality on every row.
 
-use super::grid::{Bounds, TABLE_MAX};
+use super::grid::{fill_buckets, Bounds, TABLE_MAX};
 use crate::index::IndexElem;
 use crate::offsets::resolve;
 
@@ -146,32 +146,27 @@ pub(super) fn tuple_axes(
             .min()
             .unwrap_or(usize::BITS - 1)
             .min(usize::BITS - 2);
-        let count = size.div_ceil(1 << aligned);
-        if count <= TABLE_MAX {
-            // Chunk by chunk, the buckets its positions start, in one pass
-            // (a search per bucket was slow on tens of thousands of them).
-            let mut ids = vec![0u32; count];
-            for (c, w) in st.windows(2).enumerate().filter(|(_, w)| w[1] > w[0]) {
-                ids[w[0] >> aligned..w[1].div_ceil(1 << aligned)].fill(id(c));
-            }
-            return Some(TupleAxis {
-                size,
-                shift: aligned,
-                ids,
-                buckets: vec![],
-            });
-        }
+        // Else buckets no longer than the shortest chunk (zero-size ones
+        // aside), so that a bucket meets at most two chunks.
+        let exact = size.div_ceil(1 << aligned) <= TABLE_MAX;
         let shortest = st.windows(2).map(|w| w[1] - w[0]).filter(|&n| n > 0).min();
-        let shift = shortest.map_or(0, |n| n.ilog2());
+        let shift = if exact {
+            aligned
+        } else {
+            shortest.map_or(0, |n| n.ilog2())
+        };
         let count = size.div_ceil(1 << shift);
         if count > TABLE_MAX {
             return None;
         }
-        // In one pass: `c` is the chunk of the bucket's first position, `next`
-        // that of `split`, each found by walking on from the chunk before.
-        let mut c = 0;
-        let buckets = (0..count)
-            .map(|b| {
+        let (ids, buckets) = if exact {
+            (fill_buckets(st, shift, id), vec![])
+        } else {
+            // In one pass: `c` is the chunk of the bucket's first position,
+            // `next` that of `split`, each found by walking on from the chunk
+            // before.
+            let mut c = 0;
+            let bucket = |b: usize| {
                 c = chunk_from(st, c, b << shift);
                 let split = st[c + 1];
                 let next = if split < size {
@@ -184,12 +179,13 @@ pub(super) fn tuple_axes(
                     lo: id(c),
                     step: id(next) - id(c),
                 }
-            })
-            .collect();
+            };
+            (vec![], (0..count).map(bucket).collect())
+        };
         Some(TupleAxis {
             size,
             shift,
-            ids: vec![],
+            ids,
             buckets,
         })
     })
