@@ -14,9 +14,9 @@ use crate::mover::move_block;
 use crate::offsets::{BadRow, ZERO_FILL};
 use crate::plan::plan_op;
 use crate::plan::Plan;
-use crate::split::{split_rows, task_rows, RANDOM_ROW_COST};
+use crate::split::{split_ranges, split_rows, RANDOM_ROW_COST};
 use crate::stand_in::stand_in;
-use crate::threads::{for_each_task, Disjoint};
+use crate::threads::Disjoint;
 
 /// Runs `$body` with `$p` the positions of `$call` (a slice of their word)
 /// and `$Z` whether a mark is a zero-filled row, a constant in `$body`.
@@ -252,12 +252,7 @@ impl PreparedCall<'_> {
             // does not overlap `data` (caller of `execute`).
             with_words!(self, p, Z => unsafe { self.scatter_rows::<_, Z>(&p[range], rows, &base) })
         };
-        match task_rows(threads, n, cost) {
-            None => run(0..n),
-            Some(per_task) => for_each_task(threads, n.div_ceil(per_task), &|t| {
-                run(t * per_task..((t + 1) * per_task).min(n))
-            }),
-        }
+        split_ranges(threads, n, cost, &run);
     }
 
     /// Copies the slices at `positions` (a block at a time, by the one-shot
