@@ -91,23 +91,12 @@ macro_rules! with_index_type {
 }
 pub(crate) use with_index_type;
 
-/// Runs `$body` with `$T` bound as [`with_index_type`] binds it, and the
-/// consts `$clip` and `$zero` to what `$mode` (a `Mode`) does with an index
-/// out of range: every loop over indices is compiled once per combination.
+/// [`with_index_type`] and then `mode::with_mode`: every loop over indices
+/// is compiled once per index type and mode.
 macro_rules! with_index_and_mode {
     ($ty:expr, $mode:expr, $T:ident, $clip:ident, $zero:ident => $body:expr) => {
-        $crate::index::with_index_and_mode!(@ $ty, $mode, $T, $clip, $zero, $body,
-            Raise false false, Zero false true, Clip true false)
-    };
-    (@ $ty:expr, $mode:expr, $T:ident, $clip:ident, $zero:ident, $body:expr,
-        $($m:ident $c:literal $z:literal),*) => {
-        $crate::index::with_index_type!($ty, $T => match $mode {
-            $($crate::mode::Mode::$m => {
-                const $clip: bool = $c;
-                const $zero: bool = $z;
-                $body
-            })*
-        })
+        $crate::index::with_index_type!($ty, $T =>
+            $crate::mode::with_mode!($mode, $clip, $zero => $body))
     };
 }
 pub(crate) use with_index_and_mode;

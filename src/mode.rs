@@ -29,6 +29,26 @@ impl Mode {
     }
 }
 
+/// Runs `$body` with the consts `$clip` and `$zero` bound to what `$mode`
+/// (a [`Mode`]) does with an index out of range, for loops compiled once
+/// per mode.
+macro_rules! with_mode {
+    ($mode:expr, $clip:ident, $zero:ident => $body:expr) => {
+        $crate::mode::with_mode!(@ $mode, $clip, $zero, $body,
+            Raise false false, Zero false true, Clip true false)
+    };
+    (@ $mode:expr, $clip:ident, $zero:ident, $body:expr, $($m:ident $c:literal $z:literal),*) => {
+        match $mode {
+            $($crate::mode::Mode::$m => {
+                const $clip: bool = $c;
+                const $zero: bool = $z;
+                $body
+            })*
+        }
+    };
+}
+pub(crate) use with_mode;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use super::{check_indices, plan_whole, row_axes, ChunkGrid, Coords, GridRows, Wh
 use crate::convert::Cast;
 use crate::error::{fmt_tuple, GatherError, Result};
 use crate::hints::{self, PREFETCH_MAX};
-use crate::index::{with_index_type, IndexElem, IndexType};
+use crate::index::{with_index_and_mode, IndexElem, IndexType};
 use crate::layout::ArrayView;
 use crate::mode::Mode;
 use crate::mover::move_slice;
@@ -114,11 +114,7 @@ pub fn gather_chunks(
     let missing: Mutex<Option<(usize, Vec<usize>)>> = Mutex::new(None);
     let cost = out_bytes.saturating_add(n_rows.saturating_mul(ROW_COST));
     let run = |start: usize, chunk: &mut [u8]| {
-        let result = with_index_type!(ty, T => match mode {
-            Mode::Raise => walk.copy::<T, false, false>(start, chunk),
-            Mode::Zero => walk.copy::<T, false, true>(start, chunk),
-            Mode::Clip => walk.copy::<T, true, false>(start, chunk),
-        });
+        let result = with_index_and_mode!(ty, mode, T, CLIP, ZERO => walk.copy::<T, CLIP, ZERO>(start, chunk));
         match result {
             Ok(()) => Ok(()),
             Err(Stop::Bad) => Err(BadRow),

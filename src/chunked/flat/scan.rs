@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use super::{lookups, resolve_tuple, TupleAxis, Tuples};
 use crate::index::IndexElem;
-use crate::mode::Mode;
+use crate::mode::{with_mode, Mode};
 
 /// Marks in `bits` (a bitmap over the grid) the chunks that tuples `rows`
 /// read; `Err` when one addresses nothing outside mode "zero".
@@ -26,14 +26,11 @@ pub(in crate::chunked) unsafe fn scan<T: IndexElem>(
                     let axes: &[TupleAxis; $k] = axes.try_into().map_err(|_| ())?;
                     // SAFETY: forwarded from the caller.
                     unsafe {
-                        match mode {
-                            Mode::Raise if exact => scan_k::<T, $k, false, false, true>(at, axes, rows, bits),
-                            Mode::Zero if exact => scan_k::<T, $k, false, true, true>(at, axes, rows, bits),
-                            Mode::Clip if exact => scan_k::<T, $k, true, false, true>(at, axes, rows, bits),
-                            Mode::Raise => scan_k::<T, $k, false, false, false>(at, axes, rows, bits),
-                            Mode::Zero => scan_k::<T, $k, false, true, false>(at, axes, rows, bits),
-                            Mode::Clip => scan_k::<T, $k, true, false, false>(at, axes, rows, bits),
-                        }
+                        with_mode!(mode, CLIP, ZERO => if exact {
+                            scan_k::<T, $k, CLIP, ZERO, true>(at, axes, rows, bits)
+                        } else {
+                            scan_k::<T, $k, CLIP, ZERO, false>(at, axes, rows, bits)
+                        })
                     }
                 })*
                 _ => Err(()),
