@@ -15,6 +15,7 @@ use crate::offsets::{compute_offsets, first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::split::{rows_per_task, split_rows, task_rows, RANDOM_ROW_COST};
 use crate::threads::{for_each_task, Disjoint};
+use crate::validate::check_out_len;
 use crate::walk::{unravel, Odometer};
 
 /// When [`Plan::execute`] validates the indices, which decides what the
@@ -64,13 +65,7 @@ impl Plan<'_> {
         validation: Validation,
         threads: usize,
     ) -> Result<()> {
-        if out.len() != self.out_bytes {
-            return Err(GatherError::InvalidArgument(format!(
-                "output buffer has {} bytes, the result needs {}",
-                out.len(),
-                self.out_bytes
-            )));
-        }
+        check_out_len(out, self.out_bytes)?;
         let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
         if can_fail && validation == Validation::BeforeWriting && small {

@@ -83,3 +83,14 @@ pub(crate) fn check_numpy_size(what: &str, shape: &[usize], itemsize: usize) -> 
             ))
         })
 }
+
+/// The caller's output buffer must hold exactly the result's bytes.
+pub(crate) fn check_out_len(out: &[u8], needs: usize) -> Result<()> {
+    if out.len() == needs {
+        return Ok(());
+    }
+    let got = out.len();
+    Err(invalid(format!(
+        "output buffer has {got} bytes, the result needs {needs}"
+    )))
+}

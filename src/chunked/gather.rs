@@ -19,7 +19,7 @@ use crate::plan::Operator;
 use crate::split::split_rows;
 use crate::stand_in::StandIn;
 use crate::threads::ReadShared;
-use crate::validate::checked_sizes;
+use crate::validate::{check_out_len, checked_sizes};
 
 /// What finding a row's chunk costs, in bytes of copying.
 pub(super) const ROW_COST: usize = 64;
@@ -55,13 +55,7 @@ pub fn gather_chunks(
         }
         out_bytes = checked_sizes(plan.out_shape(), cast.to().size())?;
     }
-    if out.len() != out_bytes {
-        return Err(GatherError::InvalidArgument(format!(
-            "output buffer has {} bytes, the result needs {}",
-            out.len(),
-            out_bytes
-        )));
-    }
+    check_out_len(out, out_bytes)?;
     let slice_start = plan.tuple[plan.tuple.len() - 1].axis + 1;
     let (ready, strides, cells) = ready_chunks(grid, &starts, slice_start)?;
     let rows = GridRows {

@@ -17,6 +17,7 @@ use crate::plan::Plan;
 use crate::split::{split_ranges, split_rows, RANDOM_ROW_COST};
 use crate::stand_in::stand_in;
 use crate::threads::Disjoint;
+use crate::validate::check_out_len;
 
 /// Runs `$body` with `$p` the positions of `$call` (a slice of their word)
 /// and `$Z` whether a mark is a zero-filled row, a constant in `$body`.
@@ -154,13 +155,7 @@ impl PreparedCall<'_> {
     /// must not overlap `data`, with up to `threads` threads. Reads no
     /// index: it cannot fail on one.
     pub fn execute(&self, out: &mut [u8], threads: usize) -> Result<()> {
-        if out.len() != self.plan.out_bytes {
-            return Err(GatherError::InvalidArgument(format!(
-                "output buffer has {} bytes, the result needs {}",
-                out.len(),
-                self.plan.out_bytes
-            )));
-        }
+        check_out_len(out, self.plan.out_bytes)?;
         if self.plan.out_bytes == 0 {
             return Ok(());
         }
