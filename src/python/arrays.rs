@@ -99,31 +99,25 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 
 /// A new C-contiguous array of `shape` with `data`'s dtype (byte order
 /// included), `bytes` long. Large results of plain dtypes live in a pooled
-/// buffer whose pages are already mapped (see `pool`); other plain results
-/// are left uninitialised; NumPy zero-fills dtypes that hold references.
+/// buffer whose pages are already mapped (see `pool`), which goes back to
+/// the pool when the array (and every view of it) is freed; other plain
+/// results are left uninitialised; NumPy zero-fills dtypes that hold
+/// references.
 pub(crate) fn new_output<'py>(
     py: Python<'py>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
     bytes: usize,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    if !dtype.has_object() {
-        if let Some(buffer) = pool::take(bytes) {
-            return pooled_array(py, dtype, shape, buffer);
-        }
-    }
-    // SAFETY: null data asks NumPy to allocate the buffer itself.
-    unsafe { new_array(py, dtype, shape, std::ptr::null_mut()) }
-}
-
-/// An array over `buffer`, which goes back to the pool when the array (and
-/// every view of it) is freed.
-fn pooled_array<'py>(
-    py: Python<'py>,
-    dtype: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-    buffer: pool::Buffer,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let buffer = if dtype.has_object() {
+        None
+    } else {
+        pool::take(bytes)
+    };
+    let Some(buffer) = buffer else {
+        // SAFETY: null data asks NumPy to allocate the buffer itself.
+        return unsafe { new_array(py, dtype, shape, std::ptr::null_mut()) };
+    };
     let data = buffer.as_ptr();
     let owner = PyCapsule::new_with_value_and_destructor(
         py,
@@ -192,7 +186,7 @@ pub(crate) fn check_out<'py>(
     out: &Bound<'py, PyAny>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+) -> Result<Bound<'py, PyUntypedArray>, GatherError> {
     let arr = out.cast::<PyUntypedArray>().map_err(|_| {
         GatherError::UnsupportedType(format!(
             "out must be a numpy.ndarray, got {}",
@@ -206,19 +200,19 @@ pub(crate) fn check_out<'py>(
     if !out_dtype.is(dtype) && !out_dtype.is_equiv_to(dtype) {
         return Err(GatherError::UnsupportedType(format!(
             "out has dtype {out_dtype} but the result has dtype {dtype}"
-        ))
-        .into());
+        )));
     }
     if arr.shape() != shape {
         return Err(GatherError::InvalidArgument(format!(
             "out has shape {} but the result has shape {}",
             crate::error::fmt_tuple(arr.shape()),
             crate::error::fmt_tuple(shape)
-        ))
-        .into());
+        )));
     }
     if !arr.is_c_contiguous() {
-        return Err(GatherError::InvalidArgument("out must be C-contiguous".into()).into());
+        return Err(GatherError::InvalidArgument(
+            "out must be C-contiguous".into(),
+        ));
     }
     // SAFETY: reading the flags of a live array.
     let writeable = unsafe {
@@ -226,7 +220,7 @@ pub(crate) fn check_out<'py>(
             != 0
     };
     if !writeable {
-        return Err(GatherError::InvalidArgument("out must be writeable".into()).into());
+        return Err(GatherError::InvalidArgument("out must be writeable".into()));
     }
     Ok(arr.clone())
 }

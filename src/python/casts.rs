@@ -195,7 +195,7 @@ fn convert(
 }
 
 /// The core's element type of a dtype, if it is one of those it converts.
-fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
+pub(crate) fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
     use Scalar::*;
     Some(match (dtype.kind(), dtype.itemsize()) {
         (b'b', 1) => Bool,

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use super::args::{mode_arg, Int64, Op};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::casts::{cast_for, target_dtype};
-use super::deliver::{deliver, Planned};
+use super::deliver::fresh;
 use crate::chunked::{
     chunked_layout, copy_and_digest, gather_chunks, touched_chunks, ChunkGrid, Whole,
 };
@@ -129,7 +129,7 @@ fn gather_chunks_py<'py>(
     data_shape: Option<Vec<usize>>,
     index_offset: Option<Vec<usize>>,
     out_dtype: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let op = Op::new(axis, batch_dims).operator()?;
     let mode = mode_arg(mode)?;
     // Before any chunk is converted, as a one-shot call resolves `dtype=`
@@ -141,8 +141,7 @@ fn gather_chunks_py<'py>(
     // arrays converted before it.
     let mut arrays = Vec::with_capacity(chunks.len());
     for item in chunks.items().iter() {
-        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
-        let coords: Vec<usize> = key.extract()?;
+        let (coords, value): (Vec<usize>, Bound<'py, PyAny>) = item.extract()?;
         arrays.push((coords, data_array(&value)?));
     }
     let (indices, ty) = index_array(indices)?;
@@ -166,21 +165,14 @@ fn gather_chunks_py<'py>(
     let whole = whole(data_shape, index_offset);
     let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
     let layout = chunked_layout(&shape, dtype.itemsize(), iview.shape, ty, op)?;
-    let out_bytes = match cast {
+    let bytes = match cast {
         None => layout.out_bytes,
         Some(cast) => (layout.out_bytes / dtype.itemsize())
             .checked_mul(cast.to().size())
             .filter(|&b| b <= isize::MAX as usize)
             .ok_or_else(|| GatherError::Overflow("the result is too large".into()))?,
     };
-    let planned = Planned {
-        shape: &layout.out_shape,
-        bytes: out_bytes,
-        work: out_bytes,
-        reads: &[],
-    };
-    // No `out=`: the result is new, and no chunk can share its memory.
-    deliver(&rdtype, &planned, None, &|buf, _, threads| {
+    let run = |buf: &mut [u8], _, threads| {
         gather_chunks(
             &grid,
             iview,
@@ -192,7 +184,9 @@ fn gather_chunks_py<'py>(
             buf,
             threads,
         )
-    })
+    };
+    // No `out=`: the result is new, and no chunk can share its memory.
+    fresh(&rdtype, &layout.out_shape, bytes, bytes, &run)
 }
 
 /// ``(copy, digest)`` of a C-contiguous array of a plain dtype: a new

@@ -37,7 +37,7 @@ pub(crate) fn deliver<'py>(
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let Some(out) = out else {
-        return Ok(fresh(dtype, result, run)?.into_any());
+        return Ok(fresh(dtype, result.shape, result.bytes, result.work, run)?.into_any());
     };
     let target = check_out(out, dtype, result.shape)?;
     let reads = result
@@ -47,7 +47,7 @@ pub(crate) fn deliver<'py>(
     if dtype.has_object() || overlaps(&target, reads) {
         // Gather aside, then assign: correct for any overlap, and NumPy
         // swaps the object references `out` held.
-        let fresh = fresh(dtype, result, run)?;
+        let fresh = fresh(dtype, result.shape, result.bytes, result.work, run)?;
         copy_into(&target, &fresh, dtype.has_object())?;
     } else {
         // SAFETY: `target` is C-contiguous and writeable (check_out), and
@@ -61,14 +61,17 @@ pub(crate) fn deliver<'py>(
     Ok(out.clone())
 }
 
-/// Gathers into a new array.
-fn fresh<'py>(
+/// Gathers into a new array of `dtype` and `shape`, `bytes` long, moving
+/// `work` bytes.
+pub(crate) fn fresh<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
-    result: &Planned<'_>,
+    shape: &[usize],
+    bytes: usize,
+    work: usize,
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = dtype.py();
-    let array = new_output(py, dtype, result.shape, result.bytes)?;
+    let array = new_output(py, dtype, shape, bytes)?;
     // SAFETY: the array was just made; nothing else refers to its buffer.
     let buf = unsafe { bytes_mut(&array) };
     if dtype.has_object() {
@@ -83,7 +86,7 @@ fn fresh<'py>(
         }
         own_copied_references(&array)?;
     } else {
-        run_detached(py, result.work, || {
+        run_detached(py, work, || {
             run(buf, Validation::WhileCopying, num_threads())
         })?;
     }

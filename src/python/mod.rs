@@ -63,7 +63,7 @@ fn gather_nd_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::GatherNd { batch_dims };
+    let op = Op::new(None, batch_dims);
     gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
@@ -98,7 +98,7 @@ fn gather_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::Gather { axis, batch_dims };
+    let op = Op::new(Some(axis), batch_dims);
     gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
@@ -156,7 +156,7 @@ fn gather_nd_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::GatherNd { batch_dims };
+    let op = Op::new(None, batch_dims);
     gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
@@ -171,7 +171,7 @@ fn gather_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::Gather { axis, batch_dims };
+    let op = Op::new(Some(axis), batch_dims);
     gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
@@ -201,7 +201,7 @@ fn prepare_gather_nd_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = Op::GatherNd { batch_dims };
+    let op = Op::new(None, batch_dims);
     prepared::prepare(py, shape, indices, op, mode)
 }
 
@@ -227,7 +227,7 @@ fn prepare_gather_py(
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = Op::Gather { axis, batch_dims };
+    let op = Op::new(Some(axis), batch_dims);
     prepared::prepare(py, shape, indices, op, mode)
 }
 

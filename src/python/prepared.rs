@@ -54,15 +54,6 @@ pub(crate) fn prepare(
     Ok(PreparedGather { inner })
 }
 
-/// How an index type travels in a pickle: NumPy's kind and itemsize.
-fn index_type_code(ty: IndexType) -> (char, usize) {
-    let kind = match ty {
-        IndexType::I8 | IndexType::I16 | IndexType::I32 | IndexType::I64 => 'i',
-        _ => 'u',
-    };
-    (kind, ty.itemsize())
-}
-
 #[pymethods]
 impl PreparedGather {
     /// The shape of every result.
@@ -104,9 +95,7 @@ impl PreparedGather {
         // is read (it may run Python code that changes them), its failure
         // raised after `data`'s own errors; the cast chosen from data's
         // dtype as converted, before the shape is checked.
-        let target = dtype
-            .filter(|d| !d.is_none())
-            .map(|d| target_dtype(d, data));
+        let target = dtype.map(|d| target_dtype(d, data));
         let data = data_array(data)?;
         let target = target.transpose()?;
         let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
@@ -153,11 +142,14 @@ impl PreparedGather {
         };
         let order: Option<Vec<u8>> =
             order.map(|o| o.iter().flat_map(|r| r.to_le_bytes()).collect());
+        // The index type as NumPy's kind and itemsize: signed if it is the
+        // signed type of its size.
+        let signed = IndexType::from_kind(b'i', ty.itemsize()) == Some(ty);
         let state = (
             kind,
             PyTuple::new(py, shape)?,
             PyTuple::new(py, index_shape)?,
-            index_type_code(ty),
+            (if signed { 'i' } else { 'u' }, ty.itemsize()),
             axis,
             batch_dims,
             mode.name(),

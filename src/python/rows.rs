@@ -65,14 +65,9 @@ pub(crate) fn try_take_rows<'py>(
     // `batch_dims`, the same on the ids) and how many past them an entry
     // of `ids` indexes (a GatherND tuple's length), and the axes of the
     // result the ids make.
-    let (b, k, lead) = match op {
-        Op::Gather {
-            axis: Int64::Fits(0),
-            batch_dims: Int64::Fits(0),
-        } => (0, 1, ids_shape),
-        &Op::GatherNd {
-            batch_dims: Int64::Fits(b),
-        } => match (usize::try_from(b), ids_shape.split_last()) {
+    let (b, k, lead) = match (&op.axis, &op.batch_dims) {
+        (Some(Int64::Fits(0)), Int64::Fits(0)) => (0, 1, ids_shape),
+        (None, &Int64::Fits(b)) => match (usize::try_from(b), ids_shape.split_last()) {
             (Ok(b), Some((&k, lead))) if k >= 1 && lead.get(..b) == table_shape.get(..b) => {
                 (b, k, lead)
             }
