@@ -77,16 +77,12 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
     let itemsize = a.dtype().itemsize();
     let (lo, len) = span(shape, strides, itemsize)
         .ok_or_else(|| GatherError::InvalidArgument("array strides overflow".into()))?;
-    // SAFETY: the array object is alive for 'a; NumPy guarantees that every
-    // element addressed by its shape and strides lies in its buffer, which
-    // is exactly the span [data + lo, data + lo + len).
-    let bytes: &'a [u8] = unsafe {
-        if len == 0 {
-            &[]
-        } else {
-            let data = (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8;
-            std::slice::from_raw_parts(data.offset(lo), len)
-        }
+    let bytes: &'a [u8] = match len {
+        0 => &[],
+        // SAFETY: the array object is alive for 'a; NumPy guarantees that
+        // every element addressed by its shape and strides lies in its
+        // buffer, which is exactly the span [data + lo, data + lo + len).
+        _ => unsafe { std::slice::from_raw_parts(data_ptr(a).offset(lo), len) },
     };
     Ok(ArrayView {
         bytes,
@@ -225,13 +221,22 @@ pub(crate) fn check_out<'py>(
     Ok(arr.clone())
 }
 
-/// Where the buffer of a C-contiguous array starts and how many bytes it
-/// holds: raw, so that asking makes no reference to its memory.
-pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*const u8, usize) {
+/// Where the data of an array starts: raw, so that asking makes no
+/// reference to its memory.
+pub(crate) fn data_ptr(a: &Bound<'_, PyUntypedArray>) -> *mut u8 {
     // SAFETY: reading the data pointer of a live array; nothing is
     // dereferenced through it here.
-    let data = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8 };
-    (data, a.len() * a.dtype().itemsize())
+    unsafe {
+        (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr()))
+            .data
+            .cast()
+    }
+}
+
+/// Where the buffer of a C-contiguous array starts and how many bytes it
+/// holds, raw ([`data_ptr`]).
+pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*const u8, usize) {
+    (data_ptr(a), a.len() * a.dtype().itemsize())
 }
 
 /// Whether the bytes of the C-contiguous `target` meet any of `spans`

@@ -103,20 +103,18 @@ impl<'py> Target<'_, 'py> {
         let cast = convert(data_dtype, &self.dtype)?;
         // Only numbers' dtypes (whose kind, size and byte order are fixed)
         // are remembered.
-        if let Some(arg) = &self.fixed {
-            if scalar(data_dtype).is_some() && scalar(&self.dtype).is_some() {
-                let new = Last {
-                    dtype: (*arg).clone().unbind(),
-                    data: data_dtype.clone().unbind(),
-                    target: self.dtype.clone().unbind(),
-                    cast,
-                };
-                // The entry it replaces is dropped after the lock is
-                // released: its objects' last references may go, and
-                // nothing may run under the lock.
-                let old = MEMO.lock().ok().and_then(|mut last| last.replace(new));
-                drop(old);
-            }
+        let numbers = || scalar(data_dtype).is_some() && scalar(&self.dtype).is_some();
+        if let Some(arg) = self.fixed.filter(|_| numbers()) {
+            let new = Last {
+                dtype: arg.clone().unbind(),
+                data: data_dtype.clone().unbind(),
+                target: self.dtype.clone().unbind(),
+                cast,
+            };
+            // The entry it replaces is dropped after the lock is released:
+            // its objects' last references may go, and nothing may run
+            // under the lock.
+            drop(MEMO.lock().ok().and_then(|mut last| last.replace(new)));
         }
         Ok(cast)
     }

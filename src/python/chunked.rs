@@ -35,7 +35,7 @@ fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
 /// values aside).
 #[pyfunction(name = "_gather_layout")]
 #[allow(clippy::too_many_arguments)] // the operator's inputs, as shapes
-fn gather_layout_py(
+pub(crate) fn gather_layout_py(
     data_shape: Vec<usize>,
     dtype: &Bound<'_, PyArrayDescr>,
     indices_shape: Vec<usize>,
@@ -59,8 +59,7 @@ fn gather_layout_py(
 #[pyfunction(name = "_chunks_touched")]
 #[allow(clippy::too_many_arguments)] // the operator's inputs
 #[pyo3(signature = (chunk_sizes, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
-fn chunks_touched_py(
-    py: Python<'_>,
+pub(crate) fn chunks_touched_py(
     chunk_sizes: Vec<Vec<usize>>,
     indices: &Bound<'_, PyAny>,
     axis: Option<Int64>,
@@ -74,7 +73,7 @@ fn chunks_touched_py(
     let (indices, ty) = index_array(indices)?;
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
-    Ok(py.detach(|| {
+    Ok(indices.py().detach(|| {
         touched_chunks(
             &chunk_sizes,
             iview,
@@ -104,7 +103,7 @@ fn chunk_result_dtype<'py>(
 /// `ndgather.dask`'s `dtype=` checked when the graph is made: the result's
 /// dtype, or the one-shot call's error (data's dtype refused first).
 #[pyfunction(name = "_cast_dtype")]
-fn cast_dtype_py<'py>(
+pub(crate) fn cast_dtype_py<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
     out_dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArrayDescr>> {
@@ -118,7 +117,7 @@ fn cast_dtype_py<'py>(
 #[pyfunction(name = "_gather_chunks")]
 #[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None, out_dtype = None))]
 #[allow(clippy::too_many_arguments)] // the operator's inputs
-fn gather_chunks_py<'py>(
+pub(crate) fn gather_chunks_py<'py>(
     chunks: &Bound<'py, PyDict>,
     chunk_sizes: Vec<Vec<usize>>,
     dtype: &Bound<'py, PyArrayDescr>,
@@ -193,7 +192,7 @@ fn gather_chunks_py<'py>(
 /// C-contiguous copy (``None`` unless ``copy``) and a 64-bit digest of its
 /// bytes, which depends on the bytes alone (see `snapshot.rs`).
 #[pyfunction(name = "_snapshot")]
-fn snapshot_py<'py>(
+pub(crate) fn snapshot_py<'py>(
     a: &Bound<'py, PyUntypedArray>,
     copy: bool,
 ) -> PyResult<(Option<Bound<'py, PyUntypedArray>>, u64)> {
@@ -213,14 +212,4 @@ fn snapshot_py<'py>(
     let dst = out.as_ref().map(|out| unsafe { bytes_mut(out) });
     let digest = py.detach(|| copy_and_digest(src, dst, num_threads()));
     Ok((out, digest))
-}
-
-/// Adds the chunked gather's functions to the module.
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(gather_layout_py, m)?)?;
-    m.add_function(wrap_pyfunction!(chunks_touched_py, m)?)?;
-    m.add_function(wrap_pyfunction!(gather_chunks_py, m)?)?;
-    m.add_function(wrap_pyfunction!(cast_dtype_py, m)?)?;
-    m.add_function(wrap_pyfunction!(snapshot_py, m)?)?;
-    Ok(())
 }

@@ -31,11 +31,12 @@ use pyo3::types::{PyCFunction, PyString, PyTuple};
 pub(crate) struct Signature {
     /// The function's name, for error messages.
     pub name: &'static str,
-    /// Positional-or-keyword parameters, in order.
-    pub positional: &'static [&'static str],
-    /// Keyword-only parameters.
-    pub keyword_only: &'static [&'static str],
-    /// Every name of `positional` then `keyword_only`, interned, made once.
+    /// The parameters' names, in order: the positional-or-keyword ones,
+    /// then the keyword-only ones.
+    pub names: &'static [&'static str],
+    /// How many of `names` are positional-or-keyword.
+    pub positional: usize,
+    /// Every name of `names`, interned, made once.
     pub interned: PyOnceLock<Vec<Py<PyString>>>,
 }
 
@@ -58,13 +59,10 @@ pub(crate) type Parsed<'a, 'py> = (
 );
 
 impl Signature {
-    fn names(&self) -> impl Iterator<Item = &'static str> {
-        self.positional.iter().chain(self.keyword_only).copied()
-    }
-
     pub(crate) fn interned<'a>(&'a self, py: Python<'_>) -> &'a [Py<PyString>] {
         self.interned.get_or_init(py, || {
-            self.names()
+            self.names
+                .iter()
                 .map(|n| PyString::intern(py, n).unbind())
                 .collect()
         })
@@ -79,7 +77,7 @@ impl Signature {
         }
         let name = name.cast::<PyString>().ok()?;
         let text = name.to_str().ok()?;
-        self.names().position(|n| n == text)
+        self.names.iter().position(|&n| n == text)
     }
 
     /// Sorts the arguments of a vectorcall into slots, with the `TypeError`
@@ -98,16 +96,13 @@ impl Signature {
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<Parsed<'a, 'py>> {
-        debug_assert!(self.positional.len() + self.keyword_only.len() <= MAX_PARAMS);
+        debug_assert!(self.names.len() <= MAX_PARAMS);
         let mut slots: Slots<'a, 'py> = [None; MAX_PARAMS];
         let nargs = usize::try_from(nargs).unwrap_or(0);
-        if nargs > self.positional.len() {
+        let (name, most) = (self.name, self.positional);
+        if nargs > most {
             return Err(PyTypeError::new_err(format!(
-                "{}() takes from {} to {} positional arguments but {} were given",
-                self.name,
-                REQUIRED,
-                self.positional.len(),
-                nargs
+                "{name}() takes from {REQUIRED} to {most} positional arguments but {nargs} were given"
             )));
         }
         let at = |i: usize| {
@@ -122,19 +117,17 @@ impl Signature {
             // SAFETY: kwnames is a tuple (the vectorcall convention), alive
             // for the call.
             let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
-            for (k, name) in names.iter_borrowed().enumerate() {
-                let Some(i) = self.slot_of(py, name) else {
+            for (k, key) in names.iter_borrowed().enumerate() {
+                let Some(i) = self.slot_of(py, key) else {
+                    let key = key.str().map_or_else(|_| "?".into(), |s| s.to_string());
                     return Err(PyTypeError::new_err(format!(
-                        "{}() got an unexpected keyword argument '{}'",
-                        self.name,
-                        name.str().map_or_else(|_| "?".into(), |s| s.to_string())
+                        "{name}() got an unexpected keyword argument '{key}'"
                     )));
                 };
                 if slots[i].replace(at(nargs + k)).is_some() {
+                    let param = self.names[i];
                     return Err(PyTypeError::new_err(format!(
-                        "{}() got multiple values for argument '{}'",
-                        self.name,
-                        self.names().nth(i).unwrap_or("?")
+                        "{name}() got multiple values for argument '{param}'"
                     )));
                 }
             }
@@ -148,18 +141,16 @@ impl Signature {
     /// The `TypeError` for required arguments missing from `slots`.
     #[cold]
     fn missing(&self, slots: &Slots<'_, '_>) -> PyErr {
-        let missing: Vec<String> = self.positional[..REQUIRED]
+        let missing: Vec<String> = self.names[..REQUIRED]
             .iter()
             .zip(slots)
             .filter(|(_, s)| s.is_none())
             .map(|(n, _)| format!("'{n}'"))
             .collect();
+        let (name, n, list) = (self.name, missing.len(), missing.join(" and "));
+        let s = if n == 1 { "" } else { "s" };
         PyTypeError::new_err(format!(
-            "{}() missing {} required positional argument{}: {}",
-            self.name,
-            missing.len(),
-            if missing.len() == 1 { "" } else { "s" },
-            missing.join(" and ")
+            "{name}() missing {n} required positional argument{s}: {list}"
         ))
     }
 }
@@ -192,13 +183,14 @@ fn named(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
     e
 }
 
-/// Adds to `m` a builtin named as `documented` (a `#[pyfunction]` of the
-/// same parameters, `signature`) with its docstring and text signature,
-/// whose calls `meth` handles (the C function of a vectorcall builtin:
-/// PyO3's trampoline around a parser, which attaches the thread's token
-/// and turns a panic into an exception). The signature's interned names are made
-/// here, at import, as the other one-time cells are (`cells.rs`): no child
-/// forked during a first call finds one half made.
+/// Adds to `m` a builtin named as `signature` says, with the docstring and
+/// text signature of `documented` (the `#[pyfunction]` of that name and
+/// those parameters), whose calls `meth` handles (the C function of a
+/// vectorcall builtin: PyO3's trampoline around a parser, which attaches
+/// the thread's token and turns a panic into an exception). The
+/// signature's interned names are made here, at import, as the other
+/// one-time cells are (`cells.rs`): no child forked during a first call
+/// finds one half made.
 pub(crate) fn add(
     m: &Bound<'_, PyModule>,
     documented: &Bound<'_, PyCFunction>,
@@ -206,17 +198,16 @@ pub(crate) fn add(
     meth: ffi::PyCFunctionFastWithKeywords,
 ) -> PyResult<()> {
     signature.interned(m.py());
-    let name = documented.getattr("__name__")?.cast_into::<PyString>()?;
     let text_signature: String = documented.getattr("__text_signature__")?.extract()?;
     let doc: String = documented.getattr("__doc__")?.extract()?;
     // CPython reads a builtin's `__text_signature__` from the head of its
     // docstring: "name(...)\n--\n\n".
+    let name = signature.name;
     let doc = CString::new(format!("{name}{text_signature}\n--\n\n{doc}"))?;
-    let c_name = CString::new(name.to_str()?)?;
     // The definition must live as long as the function object, which may
     // be kept past the module's life: made once per import, never freed.
     let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: Box::leak(c_name.into_boxed_c_str()).as_ptr(),
+        ml_name: Box::leak(CString::new(name)?.into_boxed_c_str()).as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: meth,
         },

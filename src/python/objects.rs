@@ -2,10 +2,12 @@
 //! structured dtypes with object fields). The kernel copies their pointers
 //! as bytes; these helpers then make the copies owned references.
 
-use numpy::npyffi::{self, PY_ARRAY_API};
+use numpy::npyffi::PY_ARRAY_API;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::ffi;
 use pyo3::prelude::*;
+
+use super::arrays::data_ptr;
 
 /// After the kernel filled the fresh array `result` with pointers copied
 /// from `data` (the GIL held throughout, so none of them was released in
@@ -27,8 +29,7 @@ pub(crate) fn own_copied_references(result: &Bound<'_, PyUntypedArray>) -> PyRes
     // SAFETY: a fresh C-contiguous array of `n` object pointers that no one
     // else can see yet; a null slot gets an owned reference to None.
     unsafe {
-        let slots = (*npyffi::_PyArray_GET_ITEM_DATA(result.as_array_ptr())).data
-            as *mut *mut ffi::PyObject;
+        let slots = data_ptr(result).cast::<*mut ffi::PyObject>();
         let none = ffi::Py_None();
         for i in 0..n {
             let slot = slots.add(i);

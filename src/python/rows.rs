@@ -4,7 +4,6 @@
 //! at the first thing it does not take. It raises nothing of its own:
 //! every error, in its usual order and words, comes from the general path.
 
-use numpy::npyffi;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use smallvec::SmallVec;
@@ -81,10 +80,9 @@ pub(crate) fn try_take_rows<'py>(
     let (batch_shape, rest) = table_shape.split_at(b);
     let (dims, row_shape) = rest.split_at(k);
     let count = ids.len() / k;
-    let item = data_dtype.itemsize();
     let Some(row_bytes) = row_shape
         .iter()
-        .try_fold(item, |acc, &n| acc.checked_mul(n))
+        .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n))
     else {
         return Ok(None);
     };
@@ -149,10 +147,8 @@ fn split_pays(count: usize, out_row: usize) -> bool {
 /// readable as a Rust slice of its type.
 fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
     let dtype = ids.dtype();
-    // SAFETY: reading the flags of a live array.
-    let flags = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(ids.as_array_ptr())).flags };
-    let wanted = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
-    flags & wanted == wanted
+    ids.is_c_contiguous()
+        && ids.is_aligned()
         && dtype.kind() == b'i'
         && matches!(dtype.itemsize(), 4 | 8)
         && dtype.is_native_byteorder() != Some(false)
