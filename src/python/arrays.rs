@@ -7,7 +7,6 @@ use numpy::npyffi::{self, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyAnyMethods;
 use pyo3::types::PyCapsule;
 
 use crate::{pool, span, ArrayView, GatherError, IndexType};

@@ -34,7 +34,6 @@ fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
 /// and dtype; raises what the one-shot function raises for them (index
 /// values aside).
 #[pyfunction(name = "_gather_layout")]
-#[allow(clippy::too_many_arguments)] // the operator's inputs, as shapes
 pub(crate) fn gather_layout_py(
     data_shape: Vec<usize>,
     dtype: &Bound<'_, PyArrayDescr>,
@@ -57,7 +56,6 @@ pub(crate) fn gather_layout_py(
 /// an array of ``data_shape`` with the indices at ``index_offset``, if
 /// given).
 #[pyfunction(name = "_chunks_touched")]
-#[allow(clippy::too_many_arguments)] // the operator's inputs
 #[pyo3(signature = (chunk_sizes, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
 pub(crate) fn chunks_touched_py(
     chunk_sizes: Vec<Vec<usize>>,

@@ -17,7 +17,7 @@
 //! resolve at build time rather than compiling against a trampoline that
 //! may have changed.
 
-use std::ffi::{c_char, CString};
+use std::ffi::CString;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -212,16 +212,15 @@ pub(crate) fn add(
             PyCFunctionFastWithKeywords: meth,
         },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr() as *const c_char,
+        ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr(),
     }));
-    let py = m.py();
     let module_name = m.name()?;
     // SAFETY: `def` is a valid, 'static method definition of a fastcall
     // function with keywords; `m` and its name are live objects. The new
     // reference returned (or null with an exception set) is taken over.
     let function = unsafe {
         Bound::from_owned_ptr_or_err(
-            py,
+            m.py(),
             ffi::PyCFunction_NewEx(def, m.as_ptr(), module_name.as_ptr()),
         )?
     };

@@ -86,12 +86,8 @@ pub(crate) fn try_take_rows<'py>(
     else {
         return Ok(None);
     };
-    let out_row = match cast {
-        Some(cast) => row_bytes / cast.from().size() * cast.to().size(),
-        None => row_bytes,
-    };
-    if dims.contains(&0)
-        || batch_shape.contains(&0)
+    let out_row = cast.map_or(row_bytes, |c| row_bytes / c.from().size() * c.to().size());
+    if table.len() == 0
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
