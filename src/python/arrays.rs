@@ -104,46 +104,20 @@ pub(crate) fn new_output<'py>(
     shape: &[usize],
     bytes: usize,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let buffer = if dtype.has_object() {
-        None
-    } else {
-        pool::take(bytes)
-    };
-    let Some(buffer) = buffer else {
-        // SAFETY: null data asks NumPy to allocate the buffer itself.
-        return unsafe { new_array(py, dtype, shape, std::ptr::null_mut()) };
-    };
-    let data = buffer.as_ptr();
-    let owner = PyCapsule::new_with_value_and_destructor(
-        py,
-        buffer,
-        c"ndgather.pool.Buffer",
-        |buffer, _| pool::give_back(buffer),
-    )?;
-    // SAFETY: `data` holds at least the array's bytes (pool::take(bytes))
-    // and is aligned for any dtype; `owner` keeps it alive for as long as
-    // the array: SetBaseObject hands it the capsule's reference.
-    unsafe {
-        let array = new_array(py, dtype, shape, data.cast())?;
-        let owner = owner.into_ptr();
-        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_array_ptr(), owner) < 0 {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(array)
-    }
-}
-
-/// `PyArray_NewFromDescr` for a C-contiguous writeable array.
-///
-/// # Safety
-/// `data` is null (NumPy allocates) or points to enough writeable bytes
-/// for the array, kept alive by a base object the caller sets at once.
-unsafe fn new_array<'py>(
-    py: Python<'py>,
-    dtype: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-    data: *mut std::ffi::c_void,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let buffer = (!dtype.has_object()).then(|| pool::take(bytes)).flatten();
+    let data = buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr());
+    // A pooled buffer's owner, the array's base: it gives the buffer back
+    // when the array and every view of it are freed.
+    let owner = buffer
+        .map(|buffer| {
+            PyCapsule::new_with_value_and_destructor(
+                py,
+                buffer,
+                c"ndgather.pool.Buffer",
+                |buffer, _| pool::give_back(buffer),
+            )
+        })
+        .transpose()?;
     // The shape is passed as NumPy's `npy_intp` (isize) dimensions in place,
     // without a copy: the same size and alignment as usize, and NumPy only
     // reads them (`npy_intp const *dims`, copied into the array). A size
@@ -151,9 +125,15 @@ unsafe fn new_array<'py>(
     // ValueError; no shape of a result gets there (its bytes fit memory).
     const _: () = assert!(size_of::<usize>() == size_of::<npyffi::npy_intp>());
     let dims = shape.as_ptr().cast::<npyffi::npy_intp>().cast_mut();
+    // With null data NumPy allocates, and reads any nonzero flags as
+    // "Fortran order"; with a pooled buffer they say "C order, writeable".
+    let flags = owner.as_ref().map_or(0, |_| npyffi::NPY_ARRAY_WRITEABLE);
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
     // `into_dtype_ptr` hands over; `dims` has `shape.len()` entries, read
-    // only; null strides ask for C order; `data` as the caller guarantees.
+    // only; null strides ask for C order; `data` is null or a pooled
+    // buffer of at least the array's bytes (pool::take(bytes)), aligned for
+    // any dtype, which `owner` keeps alive for as long as the array:
+    // SetBaseObject hands it the capsule's reference.
     unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
@@ -162,17 +142,17 @@ unsafe fn new_array<'py>(
             shape.len() as c_int,
             dims,
             std::ptr::null_mut(),
-            data,
-            // With null data NumPy reads any nonzero flags as "Fortran
-            // order"; with our buffer they say "C order, writeable".
-            if data.is_null() {
-                0
-            } else {
-                npyffi::NPY_ARRAY_WRITEABLE
-            },
+            data.cast(),
+            flags,
             std::ptr::null_mut(),
         );
-        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
+        let array = Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyUntypedArray>();
+        if let Some(owner) = owner {
+            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_array_ptr(), owner.into_ptr()) < 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(array)
     }
 }
 
