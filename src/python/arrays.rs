@@ -71,9 +71,7 @@ pub(crate) fn index_array<'py>(
 /// The core's view of a NumPy array. The view borrows the array's memory;
 /// the returned lifetime is tied to the borrowed `Bound`.
 pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'a>> {
-    let shape = a.shape();
-    let strides = a.strides();
-    let itemsize = a.dtype().itemsize();
+    let (shape, strides, itemsize) = (a.shape(), a.strides(), a.dtype().itemsize());
     let (lo, len) = span(shape, strides, itemsize)
         .ok_or_else(|| GatherError::InvalidArgument("array strides overflow".into()))?;
     let bytes: &'a [u8] = match len {

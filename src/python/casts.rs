@@ -179,6 +179,8 @@ fn convert(
     // Numbers are compared by kind, size and byte order (NumPy's own
     // equivalence test costs a service-sized call a tenth of its time).
     if let (Some(from), Some(to)) = (scalar(data_dtype), scalar(target)) {
+        // Whether each stores its elements in the other byte order.
+        let swapped = |d: &Bound<'_, PyArrayDescr>| d.is_native_byteorder() == Some(false);
         let (swap_from, swap_to) = (swapped(data_dtype), swapped(target));
         if from == to && swap_from == swap_to {
             return Ok(None);
@@ -212,9 +214,4 @@ pub(crate) fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
         (b'V', 2) if !dtype.has_fields() && dtype.typeobj().qualname().ok()? == "bfloat16" => BF16,
         _ => return None,
     })
-}
-
-/// Whether the dtype's elements are stored in the other byte order.
-fn swapped(dtype: &Bound<'_, PyArrayDescr>) -> bool {
-    dtype.is_native_byteorder() == Some(false)
 }

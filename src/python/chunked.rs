@@ -25,8 +25,7 @@ fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Op
 /// An empty array of `dtype`, through which the one-shot checks of a dtype
 /// run (`data_array`, `index_array`) with their own messages.
 fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
-    let py = dtype.py();
-    py.import("numpy")?.getattr("empty")?.call1((0, dtype))
+    Ok(new_output(dtype.py(), dtype, &[0], 0)?.into_any())
 }
 
 /// ``(out_shape, batch_dims, indexed_axes)`` of a gather (``axis=None``: a

@@ -1,7 +1,9 @@
 //! Where a gather's result goes, for every binding that gathers by a plan
 //! (the one-shot gateway, prepared calls): a new (pooled) array, or `out=`
 //! checked and filled in place or, when it shares memory with what the
-//! gather reads or holds objects, filled through NumPy's copy.
+//! gather reads or holds objects, filled through NumPy's copy. The chunked
+//! gather and GatherBlockQuantized, which take no `out=`, make their new
+//! array through [`fresh`].
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -18,7 +20,7 @@ pub(crate) type Run<'r> =
 
 /// A planned gather as [`deliver`] sees it.
 pub(crate) struct Planned<'a> {
-    /// The result's dtype, shape and size in bytes.
+    /// The result's shape and size in bytes.
     pub(crate) shape: &'a [usize],
     pub(crate) bytes: usize,
     /// Bytes the gather moves, which decide whether the GIL is released.
@@ -48,7 +50,7 @@ pub(crate) fn deliver<'py>(
         // Gather aside, then assign: correct for any overlap, and NumPy
         // swaps the object references `out` held.
         let fresh = fresh(dtype, result.shape, result.bytes, result.work, run)?;
-        copy_into(&target, &fresh, dtype.has_object())?;
+        copy_into(&target, &fresh)?;
     } else {
         // SAFETY: `target` is C-contiguous and writeable (check_out), and
         // shares no memory with the arrays the gather reads, the only
@@ -101,9 +103,8 @@ pub(crate) fn fresh<'py>(
 fn copy_into<'py>(
     dst: &Bound<'py, PyUntypedArray>,
     src: &Bound<'py, PyUntypedArray>,
-    refs: bool,
 ) -> PyResult<()> {
-    if refs {
+    if dst.dtype().has_object() {
         return assign(dst, src);
     }
     // Seen as unstructured `V<itemsize>`, every byte is copied, as the

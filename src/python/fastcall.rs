@@ -31,12 +31,11 @@ use pyo3::types::{PyCFunction, PyString, PyTuple};
 pub(crate) struct Signature {
     /// The function's name, for error messages.
     pub name: &'static str,
-    /// The parameters' names, in order: the positional-or-keyword ones,
-    /// then the keyword-only ones.
-    pub names: &'static [&'static str],
-    /// How many of `names` are positional-or-keyword.
-    pub positional: usize,
-    /// Every name of `names`, interned, made once.
+    /// Positional-or-keyword parameters, in order.
+    pub positional: &'static [&'static str],
+    /// Keyword-only parameters.
+    pub keyword_only: &'static [&'static str],
+    /// Every name of `positional` then `keyword_only`, interned, made once.
     pub interned: PyOnceLock<Vec<Py<PyString>>>,
 }
 
@@ -59,10 +58,13 @@ pub(crate) type Parsed<'a, 'py> = (
 );
 
 impl Signature {
+    fn names(&self) -> impl Iterator<Item = &'static str> {
+        self.positional.iter().chain(self.keyword_only).copied()
+    }
+
     pub(crate) fn interned<'a>(&'a self, py: Python<'_>) -> &'a [Py<PyString>] {
         self.interned.get_or_init(py, || {
-            self.names
-                .iter()
+            self.names()
                 .map(|n| PyString::intern(py, n).unbind())
                 .collect()
         })
@@ -77,7 +79,7 @@ impl Signature {
         }
         let name = name.cast::<PyString>().ok()?;
         let text = name.to_str().ok()?;
-        self.names.iter().position(|&n| n == text)
+        self.names().position(|n| n == text)
     }
 
     /// Sorts the arguments of a vectorcall into slots, with the `TypeError`
@@ -96,10 +98,10 @@ impl Signature {
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<Parsed<'a, 'py>> {
-        debug_assert!(self.names.len() <= MAX_PARAMS);
+        debug_assert!(self.positional.len() + self.keyword_only.len() <= MAX_PARAMS);
         let mut slots: Slots<'a, 'py> = [None; MAX_PARAMS];
         let nargs = usize::try_from(nargs).unwrap_or(0);
-        let (name, most) = (self.name, self.positional);
+        let (name, most) = (self.name, self.positional.len());
         if nargs > most {
             return Err(PyTypeError::new_err(format!(
                 "{name}() takes from {REQUIRED} to {most} positional arguments but {nargs} were given"
@@ -125,7 +127,7 @@ impl Signature {
                     )));
                 };
                 if slots[i].replace(at(nargs + k)).is_some() {
-                    let param = self.names[i];
+                    let param = self.names().nth(i).unwrap_or("?");
                     return Err(PyTypeError::new_err(format!(
                         "{name}() got multiple values for argument '{param}'"
                     )));
@@ -141,7 +143,7 @@ impl Signature {
     /// The `TypeError` for required arguments missing from `slots`.
     #[cold]
     fn missing(&self, slots: &Slots<'_, '_>) -> PyErr {
-        let missing: Vec<String> = self.names[..REQUIRED]
+        let missing: Vec<String> = self.positional[..REQUIRED]
             .iter()
             .zip(slots)
             .filter(|(_, s)| s.is_none())
@@ -158,14 +160,11 @@ impl Signature {
 /// The value of an argument extracted as `T`, or `default` where none was
 /// passed; an error notes the parameter, as PyO3's does.
 #[inline(always)]
-pub(crate) fn extract_or<'a, 'py, T>(
+pub(crate) fn extract_or<'a, 'py, T: FromPyObject<'a, 'py, Error = PyErr>>(
     arg: Option<Borrowed<'a, 'py, PyAny>>,
     name: &str,
     default: T,
-) -> PyResult<T>
-where
-    T: FromPyObject<'a, 'py, Error = PyErr>,
-{
+) -> PyResult<T> {
     let Some(arg) = arg else {
         return Ok(default);
     };

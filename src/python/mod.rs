@@ -105,24 +105,16 @@ fn gather_py<'py>(
 /// The parameters of `gather_nd`, as its `#[pyfunction]` declares them.
 static GATHER_ND_ARGS: Signature = Signature {
     name: "gather_nd",
-    names: &["data", "indices", "batch_dims", "mode", "out", "dtype"],
-    positional: 3,
+    positional: &["data", "indices", "batch_dims"],
+    keyword_only: &["mode", "out", "dtype"],
     interned: PyOnceLock::new(),
 };
 
 /// The parameters of `gather`, as its `#[pyfunction]` declares them.
 static GATHER_ARGS: Signature = Signature {
     name: "gather",
-    names: &[
-        "data",
-        "indices",
-        "axis",
-        "batch_dims",
-        "mode",
-        "out",
-        "dtype",
-    ],
-    positional: 4,
+    positional: &["data", "indices", "axis", "batch_dims"],
+    keyword_only: &["mode", "out", "dtype"],
     interned: PyOnceLock::new(),
 };
 
@@ -298,11 +290,9 @@ mod _core {
         release_pool_py, set_num_threads_py, set_pool_limit_py,
     };
 
-    use super::{
-        cells, fastcall, gather_fast, gather_nd_py, gather_py, GATHER_ARGS, GATHER_ND_ARGS,
-    };
+    // What `init` uses of this file (`mod.rs`).
+    use super::*;
     use crate::pool::IDLE_RELEASE;
-    use pyo3::prelude::*;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
