@@ -66,8 +66,8 @@ pub(crate) fn gather_block_quantized_py<'py>(
     mode: &str,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let mode = mode_arg(mode)?;
-    // Every dtype is read before any buffer: naming a dtype (`str` of an
-    // extension dtype) runs NumPy's Python code.
+    // Every dtype is read before any buffer: naming an extension dtype's
+    // type (`scalar`'s bfloat16 test) may run Python code.
     let sdtype = scales.dtype();
     let scale_type = match scalar(&sdtype) {
         Some(Scalar::F32) => ScaleType::Float32,
