@@ -9,33 +9,27 @@ use pyo3::prelude::*;
 
 use crate::{GatherError, Mode, Operator};
 
-/// Which operator, with its attributes as Python passed them.
-pub(crate) enum Op {
-    GatherNd { batch_dims: Int64 },
-    Gather { axis: Int64, batch_dims: Int64 },
+/// Which operator, with its attributes as Python passed them: a Gather
+/// along `axis`, or a GatherND where `axis` is `None` (as `ndgather.dask`
+/// passes it).
+pub(crate) struct Op {
+    pub(crate) axis: Option<Int64>,
+    pub(crate) batch_dims: Int64,
 }
 
 impl Op {
-    /// A Gather along `axis`, or a GatherND where `axis` is `None` (as
-    /// `ndgather.dask` passes it).
     pub(crate) fn new(axis: Option<Int64>, batch_dims: Int64) -> Op {
-        match axis {
-            None => Op::GatherNd { batch_dims },
-            Some(axis) => Op::Gather { axis, batch_dims },
-        }
+        Op { axis, batch_dims }
     }
 
     /// The core's operator: each attribute a `ValueError` naming it when
     /// beyond 64 bits (`axis` first, in the parameters' order).
     pub(crate) fn operator(self) -> PyResult<Operator> {
-        Ok(match self {
-            Op::GatherNd { batch_dims } => Operator::GatherNd {
-                batch_dims: batch_dims.get("batch_dims")?,
-            },
-            Op::Gather { axis, batch_dims } => Operator::Gather {
-                axis: axis.get("axis")?,
-                batch_dims: batch_dims.get("batch_dims")?,
-            },
+        let axis = self.axis.map(|a| a.get("axis")).transpose()?;
+        let batch_dims = self.batch_dims.get("batch_dims")?;
+        Ok(match axis {
+            None => Operator::GatherNd { batch_dims },
+            Some(axis) => Operator::Gather { axis, batch_dims },
         })
     }
 }

@@ -7,7 +7,6 @@ use numpy::npyffi::{self, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyAnyMethods;
 use pyo3::types::PyCapsule;
 
 use crate::{pool, span, ArrayView, GatherError, IndexType};
@@ -72,21 +71,15 @@ pub(crate) fn index_array<'py>(
 /// The core's view of a NumPy array. The view borrows the array's memory;
 /// the returned lifetime is tied to the borrowed `Bound`.
 pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'a>> {
-    let shape = a.shape();
-    let strides = a.strides();
-    let itemsize = a.dtype().itemsize();
+    let (shape, strides, itemsize) = (a.shape(), a.strides(), a.dtype().itemsize());
     let (lo, len) = span(shape, strides, itemsize)
         .ok_or_else(|| GatherError::InvalidArgument("array strides overflow".into()))?;
-    // SAFETY: the array object is alive for 'a; NumPy guarantees that every
-    // element addressed by its shape and strides lies in its buffer, which
-    // is exactly the span [data + lo, data + lo + len).
-    let bytes: &'a [u8] = unsafe {
-        if len == 0 {
-            &[]
-        } else {
-            let data = (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8;
-            std::slice::from_raw_parts(data.offset(lo), len)
-        }
+    let bytes: &'a [u8] = match len {
+        0 => &[],
+        // SAFETY: the array object is alive for 'a; NumPy guarantees that
+        // every element addressed by its shape and strides lies in its
+        // buffer, which is exactly the span [data + lo, data + lo + len).
+        _ => unsafe { std::slice::from_raw_parts(data_ptr(a).offset(lo), len) },
     };
     Ok(ArrayView {
         bytes,
@@ -99,62 +92,30 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 
 /// A new C-contiguous array of `shape` with `data`'s dtype (byte order
 /// included), `bytes` long. Large results of plain dtypes live in a pooled
-/// buffer whose pages are already mapped (see `pool`); other plain results
-/// are left uninitialised; NumPy zero-fills dtypes that hold references.
+/// buffer whose pages are already mapped (see `pool`), which goes back to
+/// the pool when the array (and every view of it) is freed; other plain
+/// results are left uninitialised; NumPy zero-fills dtypes that hold
+/// references.
 pub(crate) fn new_output<'py>(
     py: Python<'py>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
     bytes: usize,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    if !dtype.has_object() {
-        if let Some(buffer) = pool::take(bytes) {
-            return pooled_array(py, dtype, shape, buffer);
-        }
-    }
-    // SAFETY: null data asks NumPy to allocate the buffer itself.
-    unsafe { new_array(py, dtype, shape, std::ptr::null_mut()) }
-}
-
-/// An array over `buffer`, which goes back to the pool when the array (and
-/// every view of it) is freed.
-fn pooled_array<'py>(
-    py: Python<'py>,
-    dtype: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-    buffer: pool::Buffer,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let data = buffer.as_ptr();
-    let owner = PyCapsule::new_with_value_and_destructor(
-        py,
-        buffer,
-        c"ndgather.pool.Buffer",
-        |buffer, _| pool::give_back(buffer),
-    )?;
-    // SAFETY: `data` holds at least the array's bytes (pool::take(bytes))
-    // and is aligned for any dtype; `owner` keeps it alive for as long as
-    // the array: SetBaseObject hands it the capsule's reference.
-    unsafe {
-        let array = new_array(py, dtype, shape, data.cast())?;
-        let owner = owner.into_ptr();
-        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_array_ptr(), owner) < 0 {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(array)
-    }
-}
-
-/// `PyArray_NewFromDescr` for a C-contiguous writeable array.
-///
-/// # Safety
-/// `data` is null (NumPy allocates) or points to enough writeable bytes
-/// for the array, kept alive by a base object the caller sets at once.
-unsafe fn new_array<'py>(
-    py: Python<'py>,
-    dtype: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-    data: *mut std::ffi::c_void,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let buffer = (!dtype.has_object()).then(|| pool::take(bytes)).flatten();
+    let data = buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr());
+    // A pooled buffer's owner, the array's base: it gives the buffer back
+    // when the array and every view of it are freed.
+    let owner = buffer
+        .map(|buffer| {
+            PyCapsule::new_with_value_and_destructor(
+                py,
+                buffer,
+                c"ndgather.pool.Buffer",
+                |buffer, _| pool::give_back(buffer),
+            )
+        })
+        .transpose()?;
     // The shape is passed as NumPy's `npy_intp` (isize) dimensions in place,
     // without a copy: the same size and alignment as usize, and NumPy only
     // reads them (`npy_intp const *dims`, copied into the array). A size
@@ -162,9 +123,15 @@ unsafe fn new_array<'py>(
     // ValueError; no shape of a result gets there (its bytes fit memory).
     const _: () = assert!(size_of::<usize>() == size_of::<npyffi::npy_intp>());
     let dims = shape.as_ptr().cast::<npyffi::npy_intp>().cast_mut();
+    // With null data NumPy allocates, and reads any nonzero flags as
+    // "Fortran order"; with a pooled buffer they say "C order, writeable".
+    let flags = owner.as_ref().map_or(0, |_| npyffi::NPY_ARRAY_WRITEABLE);
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
     // `into_dtype_ptr` hands over; `dims` has `shape.len()` entries, read
-    // only; null strides ask for C order; `data` as the caller guarantees.
+    // only; null strides ask for C order; `data` is null or a pooled
+    // buffer of at least the array's bytes (pool::take(bytes)), aligned for
+    // any dtype, which `owner` keeps alive for as long as the array:
+    // SetBaseObject hands it the capsule's reference.
     unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
@@ -173,17 +140,17 @@ unsafe fn new_array<'py>(
             shape.len() as c_int,
             dims,
             std::ptr::null_mut(),
-            data,
-            // With null data NumPy reads any nonzero flags as "Fortran
-            // order"; with our buffer they say "C order, writeable".
-            if data.is_null() {
-                0
-            } else {
-                npyffi::NPY_ARRAY_WRITEABLE
-            },
+            data.cast(),
+            flags,
             std::ptr::null_mut(),
         );
-        Ok(Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked())
+        let array = Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyUntypedArray>();
+        if let Some(owner) = owner {
+            if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_array_ptr(), owner.into_ptr()) < 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(array)
     }
 }
 
@@ -192,7 +159,7 @@ pub(crate) fn check_out<'py>(
     out: &Bound<'py, PyAny>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+) -> Result<Bound<'py, PyUntypedArray>, GatherError> {
     let arr = out.cast::<PyUntypedArray>().map_err(|_| {
         GatherError::UnsupportedType(format!(
             "out must be a numpy.ndarray, got {}",
@@ -206,19 +173,19 @@ pub(crate) fn check_out<'py>(
     if !out_dtype.is(dtype) && !out_dtype.is_equiv_to(dtype) {
         return Err(GatherError::UnsupportedType(format!(
             "out has dtype {out_dtype} but the result has dtype {dtype}"
-        ))
-        .into());
+        )));
     }
     if arr.shape() != shape {
         return Err(GatherError::InvalidArgument(format!(
             "out has shape {} but the result has shape {}",
             crate::error::fmt_tuple(arr.shape()),
             crate::error::fmt_tuple(shape)
-        ))
-        .into());
+        )));
     }
     if !arr.is_c_contiguous() {
-        return Err(GatherError::InvalidArgument("out must be C-contiguous".into()).into());
+        return Err(GatherError::InvalidArgument(
+            "out must be C-contiguous".into(),
+        ));
     }
     // SAFETY: reading the flags of a live array.
     let writeable = unsafe {
@@ -226,18 +193,27 @@ pub(crate) fn check_out<'py>(
             != 0
     };
     if !writeable {
-        return Err(GatherError::InvalidArgument("out must be writeable".into()).into());
+        return Err(GatherError::InvalidArgument("out must be writeable".into()));
     }
     Ok(arr.clone())
 }
 
-/// Where the buffer of a C-contiguous array starts and how many bytes it
-/// holds: raw, so that asking makes no reference to its memory.
-pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*const u8, usize) {
+/// Where the data of an array starts: raw, so that asking makes no
+/// reference to its memory.
+pub(crate) fn data_ptr(a: &Bound<'_, PyUntypedArray>) -> *mut u8 {
     // SAFETY: reading the data pointer of a live array; nothing is
     // dereferenced through it here.
-    let data = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).data as *const u8 };
-    (data, a.len() * a.dtype().itemsize())
+    unsafe {
+        (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr()))
+            .data
+            .cast()
+    }
+}
+
+/// Where the buffer of a C-contiguous array starts and how many bytes it
+/// holds, raw ([`data_ptr`]).
+pub(crate) fn raw_bytes(a: &Bound<'_, PyUntypedArray>) -> (*const u8, usize) {
+    (data_ptr(a), a.len() * a.dtype().itemsize())
 }
 
 /// Whether the bytes of the C-contiguous `target` meet any of `spans`

@@ -103,20 +103,18 @@ impl<'py> Target<'_, 'py> {
         let cast = convert(data_dtype, &self.dtype)?;
         // Only numbers' dtypes (whose kind, size and byte order are fixed)
         // are remembered.
-        if let Some(arg) = &self.fixed {
-            if scalar(data_dtype).is_some() && scalar(&self.dtype).is_some() {
-                let new = Last {
-                    dtype: (*arg).clone().unbind(),
-                    data: data_dtype.clone().unbind(),
-                    target: self.dtype.clone().unbind(),
-                    cast,
-                };
-                // The entry it replaces is dropped after the lock is
-                // released: its objects' last references may go, and
-                // nothing may run under the lock.
-                let old = MEMO.lock().ok().and_then(|mut last| last.replace(new));
-                drop(old);
-            }
+        let numbers = || scalar(data_dtype).is_some() && scalar(&self.dtype).is_some();
+        if let Some(arg) = self.fixed.filter(|_| numbers()) {
+            let new = Last {
+                dtype: arg.clone().unbind(),
+                data: data_dtype.clone().unbind(),
+                target: self.dtype.clone().unbind(),
+                cast,
+            };
+            // The entry it replaces is dropped after the lock is released:
+            // its objects' last references may go, and nothing may run
+            // under the lock.
+            drop(MEMO.lock().ok().and_then(|mut last| last.replace(new)));
         }
         Ok(cast)
     }
@@ -181,6 +179,8 @@ fn convert(
     // Numbers are compared by kind, size and byte order (NumPy's own
     // equivalence test costs a service-sized call a tenth of its time).
     if let (Some(from), Some(to)) = (scalar(data_dtype), scalar(target)) {
+        // Whether each stores its elements in the other byte order.
+        let swapped = |d: &Bound<'_, PyArrayDescr>| d.is_native_byteorder() == Some(false);
         let (swap_from, swap_to) = (swapped(data_dtype), swapped(target));
         if from == to && swap_from == swap_to {
             return Ok(None);
@@ -195,7 +195,7 @@ fn convert(
 }
 
 /// The core's element type of a dtype, if it is one of those it converts.
-fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
+pub(crate) fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
     use Scalar::*;
     Some(match (dtype.kind(), dtype.itemsize()) {
         (b'b', 1) => Bool,
@@ -214,9 +214,4 @@ fn scalar(dtype: &Bound<'_, PyArrayDescr>) -> Option<Scalar> {
         (b'V', 2) if !dtype.has_fields() && dtype.typeobj().qualname().ok()? == "bfloat16" => BF16,
         _ => return None,
     })
-}
-
-/// Whether the dtype's elements are stored in the other byte order.
-fn swapped(dtype: &Bound<'_, PyArrayDescr>) -> bool {
-    dtype.is_native_byteorder() == Some(false)
 }

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use super::args::{mode_arg, Int64, Op};
 use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::casts::{cast_for, target_dtype};
-use super::deliver::{deliver, Planned};
+use super::deliver::fresh;
 use crate::chunked::{
     chunked_layout, copy_and_digest, gather_chunks, touched_chunks, ChunkGrid, Whole,
 };
@@ -25,8 +25,7 @@ fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Op
 /// An empty array of `dtype`, through which the one-shot checks of a dtype
 /// run (`data_array`, `index_array`) with their own messages.
 fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
-    let py = dtype.py();
-    py.import("numpy")?.getattr("empty")?.call1((0, dtype))
+    Ok(new_output(dtype.py(), dtype, &[0], 0)?.into_any())
 }
 
 /// ``(out_shape, batch_dims, indexed_axes)`` of a gather (``axis=None``: a
@@ -34,8 +33,7 @@ fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
 /// and dtype; raises what the one-shot function raises for them (index
 /// values aside).
 #[pyfunction(name = "_gather_layout")]
-#[allow(clippy::too_many_arguments)] // the operator's inputs, as shapes
-fn gather_layout_py(
+pub(crate) fn gather_layout_py(
     data_shape: Vec<usize>,
     dtype: &Bound<'_, PyArrayDescr>,
     indices_shape: Vec<usize>,
@@ -57,10 +55,8 @@ fn gather_layout_py(
 /// an array of ``data_shape`` with the indices at ``index_offset``, if
 /// given).
 #[pyfunction(name = "_chunks_touched")]
-#[allow(clippy::too_many_arguments)] // the operator's inputs
 #[pyo3(signature = (chunk_sizes, indices, axis, batch_dims, mode, data_shape = None, index_offset = None))]
-fn chunks_touched_py(
-    py: Python<'_>,
+pub(crate) fn chunks_touched_py(
     chunk_sizes: Vec<Vec<usize>>,
     indices: &Bound<'_, PyAny>,
     axis: Option<Int64>,
@@ -74,7 +70,7 @@ fn chunks_touched_py(
     let (indices, ty) = index_array(indices)?;
     let iview = view(&indices)?;
     let whole = whole(data_shape, index_offset);
-    Ok(py.detach(|| {
+    Ok(indices.py().detach(|| {
         touched_chunks(
             &chunk_sizes,
             iview,
@@ -104,7 +100,7 @@ fn chunk_result_dtype<'py>(
 /// `ndgather.dask`'s `dtype=` checked when the graph is made: the result's
 /// dtype, or the one-shot call's error (data's dtype refused first).
 #[pyfunction(name = "_cast_dtype")]
-fn cast_dtype_py<'py>(
+pub(crate) fn cast_dtype_py<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
     out_dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArrayDescr>> {
@@ -118,7 +114,7 @@ fn cast_dtype_py<'py>(
 #[pyfunction(name = "_gather_chunks")]
 #[pyo3(signature = (chunks, chunk_sizes, dtype, indices, axis, batch_dims, mode, data_shape = None, index_offset = None, out_dtype = None))]
 #[allow(clippy::too_many_arguments)] // the operator's inputs
-fn gather_chunks_py<'py>(
+pub(crate) fn gather_chunks_py<'py>(
     chunks: &Bound<'py, PyDict>,
     chunk_sizes: Vec<Vec<usize>>,
     dtype: &Bound<'py, PyArrayDescr>,
@@ -129,7 +125,7 @@ fn gather_chunks_py<'py>(
     data_shape: Option<Vec<usize>>,
     index_offset: Option<Vec<usize>>,
     out_dtype: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Bound<'py, PyUntypedArray>> {
     let op = Op::new(axis, batch_dims).operator()?;
     let mode = mode_arg(mode)?;
     // Before any chunk is converted, as a one-shot call resolves `dtype=`
@@ -141,8 +137,7 @@ fn gather_chunks_py<'py>(
     // arrays converted before it.
     let mut arrays = Vec::with_capacity(chunks.len());
     for item in chunks.items().iter() {
-        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
-        let coords: Vec<usize> = key.extract()?;
+        let (coords, value): (Vec<usize>, Bound<'py, PyAny>) = item.extract()?;
         arrays.push((coords, data_array(&value)?));
     }
     let (indices, ty) = index_array(indices)?;
@@ -166,21 +161,14 @@ fn gather_chunks_py<'py>(
     let whole = whole(data_shape, index_offset);
     let shape: Vec<usize> = grid.chunk_sizes.iter().map(|s| s.iter().sum()).collect();
     let layout = chunked_layout(&shape, dtype.itemsize(), iview.shape, ty, op)?;
-    let out_bytes = match cast {
+    let bytes = match cast {
         None => layout.out_bytes,
         Some(cast) => (layout.out_bytes / dtype.itemsize())
             .checked_mul(cast.to().size())
             .filter(|&b| b <= isize::MAX as usize)
             .ok_or_else(|| GatherError::Overflow("the result is too large".into()))?,
     };
-    let planned = Planned {
-        shape: &layout.out_shape,
-        bytes: out_bytes,
-        work: out_bytes,
-        reads: &[],
-    };
-    // No `out=`: the result is new, and no chunk can share its memory.
-    deliver(&rdtype, &planned, None, &|buf, _, threads| {
+    let run = |buf: &mut [u8], _, threads| {
         gather_chunks(
             &grid,
             iview,
@@ -192,14 +180,16 @@ fn gather_chunks_py<'py>(
             buf,
             threads,
         )
-    })
+    };
+    // No `out=`: the result is new, and no chunk can share its memory.
+    fresh(&rdtype, &layout.out_shape, bytes, bytes, &run)
 }
 
 /// ``(copy, digest)`` of a C-contiguous array of a plain dtype: a new
 /// C-contiguous copy (``None`` unless ``copy``) and a 64-bit digest of its
 /// bytes, which depends on the bytes alone (see `snapshot.rs`).
 #[pyfunction(name = "_snapshot")]
-fn snapshot_py<'py>(
+pub(crate) fn snapshot_py<'py>(
     a: &Bound<'py, PyUntypedArray>,
     copy: bool,
 ) -> PyResult<(Option<Bound<'py, PyUntypedArray>>, u64)> {
@@ -219,14 +209,4 @@ fn snapshot_py<'py>(
     let dst = out.as_ref().map(|out| unsafe { bytes_mut(out) });
     let digest = py.detach(|| copy_and_digest(src, dst, num_threads()));
     Ok((out, digest))
-}
-
-/// Adds the chunked gather's functions to the module.
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(gather_layout_py, m)?)?;
-    m.add_function(wrap_pyfunction!(chunks_touched_py, m)?)?;
-    m.add_function(wrap_pyfunction!(gather_chunks_py, m)?)?;
-    m.add_function(wrap_pyfunction!(cast_dtype_py, m)?)?;
-    m.add_function(wrap_pyfunction!(snapshot_py, m)?)?;
-    Ok(())
 }

@@ -1,7 +1,9 @@
 //! Where a gather's result goes, for every binding that gathers by a plan
 //! (the one-shot gateway, prepared calls): a new (pooled) array, or `out=`
 //! checked and filled in place or, when it shares memory with what the
-//! gather reads or holds objects, filled through NumPy's copy.
+//! gather reads or holds objects, filled through NumPy's copy. The chunked
+//! gather and GatherBlockQuantized, which take no `out=`, make their new
+//! array through [`fresh`].
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -18,7 +20,7 @@ pub(crate) type Run<'r> =
 
 /// A planned gather as [`deliver`] sees it.
 pub(crate) struct Planned<'a> {
-    /// The result's dtype, shape and size in bytes.
+    /// The result's shape and size in bytes.
     pub(crate) shape: &'a [usize],
     pub(crate) bytes: usize,
     /// Bytes the gather moves, which decide whether the GIL is released.
@@ -37,7 +39,7 @@ pub(crate) fn deliver<'py>(
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let Some(out) = out else {
-        return Ok(fresh(dtype, result, run)?.into_any());
+        return Ok(fresh(dtype, result.shape, result.bytes, result.work, run)?.into_any());
     };
     let target = check_out(out, dtype, result.shape)?;
     let reads = result
@@ -47,8 +49,8 @@ pub(crate) fn deliver<'py>(
     if dtype.has_object() || overlaps(&target, reads) {
         // Gather aside, then assign: correct for any overlap, and NumPy
         // swaps the object references `out` held.
-        let fresh = fresh(dtype, result, run)?;
-        copy_into(&target, &fresh, dtype.has_object())?;
+        let fresh = fresh(dtype, result.shape, result.bytes, result.work, run)?;
+        copy_into(&target, &fresh)?;
     } else {
         // SAFETY: `target` is C-contiguous and writeable (check_out), and
         // shares no memory with the arrays the gather reads, the only
@@ -61,14 +63,17 @@ pub(crate) fn deliver<'py>(
     Ok(out.clone())
 }
 
-/// Gathers into a new array.
-fn fresh<'py>(
+/// Gathers into a new array of `dtype` and `shape`, `bytes` long, moving
+/// `work` bytes.
+pub(crate) fn fresh<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
-    result: &Planned<'_>,
+    shape: &[usize],
+    bytes: usize,
+    work: usize,
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = dtype.py();
-    let array = new_output(py, dtype, result.shape, result.bytes)?;
+    let array = new_output(py, dtype, shape, bytes)?;
     // SAFETY: the array was just made; nothing else refers to its buffer.
     let buf = unsafe { bytes_mut(&array) };
     if dtype.has_object() {
@@ -83,7 +88,7 @@ fn fresh<'py>(
         }
         own_copied_references(&array)?;
     } else {
-        run_detached(py, result.work, || {
+        run_detached(py, work, || {
             run(buf, Validation::WhileCopying, num_threads())
         })?;
     }
@@ -98,9 +103,8 @@ fn fresh<'py>(
 fn copy_into<'py>(
     dst: &Bound<'py, PyUntypedArray>,
     src: &Bound<'py, PyUntypedArray>,
-    refs: bool,
 ) -> PyResult<()> {
-    if refs {
+    if dst.dtype().has_object() {
         return assign(dst, src);
     }
     // Seen as unstructured `V<itemsize>`, every byte is copied, as the

@@ -1,6 +1,6 @@
 //! `_core.gather_block_quantized`: converts the arrays the Python wrapper
-//! (`ndgather.onnx.ms_gather_block_quantized_1`) prepared, makes the output,
-//! and runs the core's `gather_block_quantized` with the GIL released. The
+//! (`ndgather.onnx.ms_gather_block_quantized_1`) prepared, and runs the
+//! core's `gather_block_quantized` into a new array (`deliver::fresh`). The
 //! operator's type and shape rules are checked in the wrapper, with its
 //! messages; the core checks again that every buffer fits its shape.
 
@@ -8,12 +8,13 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 
 use super::args::mode_arg;
-use super::arrays::{bytes_mut, new_output, view};
-use super::detach::run_detached;
+use super::arrays::view;
+use super::casts::scalar;
+use super::deliver::fresh;
 use crate::quantized::{
     block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
 };
-use crate::{num_threads, GatherError, IndexType};
+use crate::{num_threads, GatherError, IndexType, Scalar};
 
 /// The bytes of a C-contiguous array.
 fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {
@@ -51,7 +52,6 @@ fn table(v: &Bound<'_, PyUntypedArray>) -> PyResult<[f32; 256]> {
 #[pyfunction(name = "gather_block_quantized")]
 #[allow(clippy::too_many_arguments)] // one per input and attribute of the operator
 pub(crate) fn gather_block_quantized_py<'py>(
-    py: Python<'py>,
     data: &Bound<'py, PyUntypedArray>,
     shape: Vec<usize>,
     codes: &str,
@@ -66,13 +66,13 @@ pub(crate) fn gather_block_quantized_py<'py>(
     mode: &str,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let mode = mode_arg(mode)?;
-    // Every dtype is read before any buffer: naming a dtype (`str` of an
-    // extension dtype) runs NumPy's Python code.
+    // Every dtype is read before any buffer: naming an extension dtype's
+    // type (`scalar`'s bfloat16 test) may run Python code.
     let sdtype = scales.dtype();
-    let scale_type = match (sdtype.kind(), sdtype.itemsize()) {
-        (b'f', 4) => ScaleType::Float32,
-        (b'f', 2) => ScaleType::Float16,
-        (_, 2) if sdtype.str()?.to_str()? == "bfloat16" => ScaleType::BFloat16,
+    let scale_type = match scalar(&sdtype) {
+        Some(Scalar::F32) => ScaleType::Float32,
+        Some(Scalar::F16) => ScaleType::Float16,
+        Some(Scalar::BF16) => ScaleType::BFloat16,
         _ => return Err(unsupported("scales", &sdtype)),
     };
     let bytes = contiguous(data, "data")?;
@@ -86,10 +86,9 @@ pub(crate) fn gather_block_quantized_py<'py>(
     };
     let idtype = indices.dtype();
     let ibytes = contiguous(indices, "indices")?;
-    let native = idtype.is_native_byteorder();
-    let (idx, ty) = match (idtype.kind(), idtype.itemsize(), native) {
-        (b'i', 4, Some(true)) => (Indices::I32(ibytes), IndexType::I32),
-        (b'i', 8, Some(true)) => (Indices::I64(ibytes), IndexType::I64),
+    let (idx, ty) = match (scalar(&idtype), idtype.is_native_byteorder()) {
+        (Some(Scalar::I32), Some(true)) => (Indices::I32(ibytes), IndexType::I32),
+        (Some(Scalar::I64), Some(true)) => (Indices::I64(ibytes), IndexType::I64),
         _ => return Err(unsupported("indices", &idtype)),
     };
     let q = BlockQuantized {
@@ -119,12 +118,7 @@ pub(crate) fn gather_block_quantized_py<'py>(
         .iter()
         .try_fold(sdtype.itemsize(), |a, &d| a.checked_mul(d))
         .ok_or_else(|| GatherError::Overflow("the result's size overflows 64 bits".into()))?;
-    let result = new_output(py, &sdtype, &out_shape, n_bytes)?;
-    // SAFETY: the array was just made, C-contiguous and writeable; nothing
-    // else refers to its buffer.
-    let out = unsafe { bytes_mut(&result) };
-    run_detached(py, n_bytes, || {
-        gather_block_quantized(&q, idx, out, num_threads())
-    })?;
-    Ok(result)
+    fresh(&sdtype, &out_shape, n_bytes, n_bytes, &|out, _, threads| {
+        gather_block_quantized(&q, idx, out, threads)
+    })
 }

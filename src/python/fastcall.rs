@@ -17,7 +17,7 @@
 //! resolve at build time rather than compiling against a trampoline that
 //! may have changed.
 
-use std::ffi::{c_char, CString};
+use std::ffi::CString;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -101,13 +101,10 @@ impl Signature {
         debug_assert!(self.positional.len() + self.keyword_only.len() <= MAX_PARAMS);
         let mut slots: Slots<'a, 'py> = [None; MAX_PARAMS];
         let nargs = usize::try_from(nargs).unwrap_or(0);
-        if nargs > self.positional.len() {
+        let (name, most) = (self.name, self.positional.len());
+        if nargs > most {
             return Err(PyTypeError::new_err(format!(
-                "{}() takes from {} to {} positional arguments but {} were given",
-                self.name,
-                REQUIRED,
-                self.positional.len(),
-                nargs
+                "{name}() takes from {REQUIRED} to {most} positional arguments but {nargs} were given"
             )));
         }
         let at = |i: usize| {
@@ -122,19 +119,17 @@ impl Signature {
             // SAFETY: kwnames is a tuple (the vectorcall convention), alive
             // for the call.
             let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
-            for (k, name) in names.iter_borrowed().enumerate() {
-                let Some(i) = self.slot_of(py, name) else {
+            for (k, key) in names.iter_borrowed().enumerate() {
+                let Some(i) = self.slot_of(py, key) else {
+                    let key = key.str().map_or_else(|_| "?".into(), |s| s.to_string());
                     return Err(PyTypeError::new_err(format!(
-                        "{}() got an unexpected keyword argument '{}'",
-                        self.name,
-                        name.str().map_or_else(|_| "?".into(), |s| s.to_string())
+                        "{name}() got an unexpected keyword argument '{key}'"
                     )));
                 };
                 if slots[i].replace(at(nargs + k)).is_some() {
+                    let param = self.names().nth(i).unwrap_or("?");
                     return Err(PyTypeError::new_err(format!(
-                        "{}() got multiple values for argument '{}'",
-                        self.name,
-                        self.names().nth(i).unwrap_or("?")
+                        "{name}() got multiple values for argument '{param}'"
                     )));
                 }
             }
@@ -154,12 +149,10 @@ impl Signature {
             .filter(|(_, s)| s.is_none())
             .map(|(n, _)| format!("'{n}'"))
             .collect();
+        let (name, n, list) = (self.name, missing.len(), missing.join(" and "));
+        let s = if n == 1 { "" } else { "s" };
         PyTypeError::new_err(format!(
-            "{}() missing {} required positional argument{}: {}",
-            self.name,
-            missing.len(),
-            if missing.len() == 1 { "" } else { "s" },
-            missing.join(" and ")
+            "{name}() missing {n} required positional argument{s}: {list}"
         ))
     }
 }
@@ -167,14 +160,11 @@ impl Signature {
 /// The value of an argument extracted as `T`, or `default` where none was
 /// passed; an error notes the parameter, as PyO3's does.
 #[inline(always)]
-pub(crate) fn extract_or<'a, 'py, T>(
+pub(crate) fn extract_or<'a, 'py, T: FromPyObject<'a, 'py, Error = PyErr>>(
     arg: Option<Borrowed<'a, 'py, PyAny>>,
     name: &str,
     default: T,
-) -> PyResult<T>
-where
-    T: FromPyObject<'a, 'py, Error = PyErr>,
-{
+) -> PyResult<T> {
     let Some(arg) = arg else {
         return Ok(default);
     };
@@ -192,13 +182,14 @@ fn named(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
     e
 }
 
-/// Adds to `m` a builtin named as `documented` (a `#[pyfunction]` of the
-/// same parameters, `signature`) with its docstring and text signature,
-/// whose calls `meth` handles (the C function of a vectorcall builtin:
-/// PyO3's trampoline around a parser, which attaches the thread's token
-/// and turns a panic into an exception). The signature's interned names are made
-/// here, at import, as the other one-time cells are (`cells.rs`): no child
-/// forked during a first call finds one half made.
+/// Adds to `m` a builtin named as `signature` says, with the docstring and
+/// text signature of `documented` (the `#[pyfunction]` of that name and
+/// those parameters), whose calls `meth` handles (the C function of a
+/// vectorcall builtin: PyO3's trampoline around a parser, which attaches
+/// the thread's token and turns a panic into an exception). The
+/// signature's interned names are made here, at import, as the other
+/// one-time cells are (`cells.rs`): no child forked during a first call
+/// finds one half made.
 pub(crate) fn add(
     m: &Bound<'_, PyModule>,
     documented: &Bound<'_, PyCFunction>,
@@ -206,31 +197,29 @@ pub(crate) fn add(
     meth: ffi::PyCFunctionFastWithKeywords,
 ) -> PyResult<()> {
     signature.interned(m.py());
-    let name = documented.getattr("__name__")?.cast_into::<PyString>()?;
     let text_signature: String = documented.getattr("__text_signature__")?.extract()?;
     let doc: String = documented.getattr("__doc__")?.extract()?;
     // CPython reads a builtin's `__text_signature__` from the head of its
     // docstring: "name(...)\n--\n\n".
+    let name = signature.name;
     let doc = CString::new(format!("{name}{text_signature}\n--\n\n{doc}"))?;
-    let c_name = CString::new(name.to_str()?)?;
     // The definition must live as long as the function object, which may
     // be kept past the module's life: made once per import, never freed.
     let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
-        ml_name: Box::leak(c_name.into_boxed_c_str()).as_ptr(),
+        ml_name: Box::leak(CString::new(name)?.into_boxed_c_str()).as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: meth,
         },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr() as *const c_char,
+        ml_doc: Box::leak(doc.into_boxed_c_str()).as_ptr(),
     }));
-    let py = m.py();
     let module_name = m.name()?;
     // SAFETY: `def` is a valid, 'static method definition of a fastcall
     // function with keywords; `m` and its name are live objects. The new
     // reference returned (or null with an exception set) is taken over.
     let function = unsafe {
         Bound::from_owned_ptr_or_err(
-            py,
+            m.py(),
             ffi::PyCFunction_NewEx(def, m.as_ptr(), module_name.as_ptr()),
         )?
     };

@@ -14,7 +14,8 @@ use crate::plan::plan_op;
 use crate::Mode;
 
 /// `op` on `data` and `indices`; `wrap_negative=false` (an operator
-/// version's rule) makes a negative index out of range.
+/// version's rule) makes a negative index out of range. `out` and `dtype`
+/// are `None` where not passed or passed as `None`.
 pub(crate) fn gather<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
@@ -28,9 +29,7 @@ pub(crate) fn gather<'py>(
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
-    let target = dtype
-        .filter(|d| !d.is_none())
-        .map(|d| target_dtype(d, data));
+    let target = dtype.map(|d| target_dtype(d, data));
     // A `dtype=` that failed to resolve is left for the general path to raise.
     if mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
         let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
@@ -40,16 +39,13 @@ pub(crate) fn gather<'py>(
     }
     let data = data_array(data)?;
     let target = target.transpose()?;
-    let data_dtype = data.dtype();
-    let (mut dtype, mut cast) = cast_for(target.as_ref(), &data_dtype)?;
+    // A cast refused is raised before the indices' errors.
+    cast_for(target.as_ref(), &data.dtype())?;
     let (indices, index_type) = index_array(indices)?;
     // Converting `indices` may run Python code too (`__array__`, a
-    // subclass's `__array_finalize__`): if it changed data's dtype, the
-    // result's dtype and cast follow the dtype the copy reads.
-    let now = data.dtype();
-    if !now.is(&data_dtype) {
-        (dtype, cast) = cast_for(target.as_ref(), &now)?;
-    }
+    // subclass's `__array_finalize__`): the result's dtype and cast are
+    // chosen again, for the dtype the copy reads.
+    let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
     let (dview, iview) = (view(&data)?, view(&indices)?);
     let mut plan = plan_op(op.operator()?, dview, iview, index_type, None)?;
     if !wrap_negative {

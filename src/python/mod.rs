@@ -63,7 +63,7 @@ fn gather_nd_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::GatherNd { batch_dims };
+    let op = Op::new(None, batch_dims);
     gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
@@ -98,7 +98,7 @@ fn gather_py<'py>(
     out: Option<&Bound<'py, PyAny>>,
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::Gather { axis, batch_dims };
+    let op = Op::new(Some(axis), batch_dims);
     gateway::gather(data, indices, op, mode, true, out, dtype)
 }
 
@@ -156,7 +156,7 @@ fn gather_nd_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::GatherNd { batch_dims };
+    let op = Op::new(None, batch_dims);
     gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
@@ -171,7 +171,7 @@ fn gather_with_rules_py<'py>(
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::Gather { axis, batch_dims };
+    let op = Op::new(Some(axis), batch_dims);
     gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
@@ -195,14 +195,13 @@ fn gather_with_rules_py<'py>(
     text_signature = "(shape, indices, batch_dims=0, *, mode=\"raise\")"
 )]
 fn prepare_gather_nd_py(
-    py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = Op::GatherNd { batch_dims };
-    prepared::prepare(py, shape, indices, op, mode)
+    let op = Op::new(None, batch_dims);
+    prepared::prepare(shape, indices, op, mode)
 }
 
 /// Checks and resolves ``indices`` once for a :func:`gather` from ``data``
@@ -220,15 +219,14 @@ fn prepare_gather_nd_py(
     text_signature = "(shape, indices, axis=0, batch_dims=0, *, mode=\"raise\")"
 )]
 fn prepare_gather_py(
-    py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
     axis: Int64,
     batch_dims: Int64,
     mode: &str,
 ) -> PyResult<prepared::PreparedGather> {
-    let op = Op::Gather { axis, batch_dims };
-    prepared::prepare(py, shape, indices, op, mode)
+    let op = Op::new(Some(axis), batch_dims);
+    prepared::prepare(shape, indices, op, mode)
 }
 
 /// Sets the number of threads large gathers use, from 1 to ``MAX_THREADS``
@@ -275,36 +273,42 @@ fn release_pool_py(py: Python<'_>) -> usize {
     py.detach(crate::pool::release)
 }
 
+/// `ndgather._core`: the functions and class exported here, then `init`
+/// adds the fast `gather_nd` and `gather`, the constants, and registers
+/// what a fork needs.
 #[pymodule]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // PyO3's trampoline (panics to exceptions) around each fast parser.
-    use pyo3::impl_::trampoline::get_trampoline_function as trampoline;
-    let nd = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<true>);
-    fastcall::add(m, &wrap_pyfunction!(gather_nd_py, m)?, &GATHER_ND_ARGS, nd)?;
-    let gather = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<false>);
-    fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
-    m.add_function(wrap_pyfunction!(gather_nd_with_rules_py, m)?)?;
-    m.add_function(wrap_pyfunction!(gather_with_rules_py, m)?)?;
-    m.add_function(wrap_pyfunction!(set_num_threads_py, m)?)?;
-    m.add_function(wrap_pyfunction!(get_num_threads_py, m)?)?;
-    m.add_function(wrap_pyfunction!(set_pool_limit_py, m)?)?;
-    m.add_function(wrap_pyfunction!(get_pool_limit_py, m)?)?;
-    m.add_function(wrap_pyfunction!(pool_bytes_py, m)?)?;
-    m.add_function(wrap_pyfunction!(release_pool_py, m)?)?;
-    m.add_function(wrap_pyfunction!(prepare_gather_nd_py, m)?)?;
-    m.add_function(wrap_pyfunction!(prepare_gather_py, m)?)?;
-    m.add_function(wrap_pyfunction!(prepared::prepared_from_state, m)?)?;
-    m.add_class::<prepared::PreparedGather>()?;
-    m.add_function(wrap_pyfunction!(dequantize::gather_block_quantized_py, m)?)?;
-    chunked::register(m)?;
-    m.add("MAX_THREADS", crate::MAX_THREADS)?;
-    m.add(
-        "IDLE_RELEASE_SECONDS",
-        crate::pool::IDLE_RELEASE.as_secs_f64(),
-    )?;
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // Last, once the functions exist: from here on, a thread may fork at any
-    // moment and its child must find no lock held and no cell half filled.
-    crate::install_fork_handlers()?;
-    cells::fill(m)
+mod _core {
+    #[pymodule_export]
+    use super::{
+        chunked::{
+            cast_dtype_py, chunks_touched_py, gather_chunks_py, gather_layout_py, snapshot_py,
+        },
+        dequantize::gather_block_quantized_py,
+        gather_nd_with_rules_py, gather_with_rules_py, get_num_threads_py, get_pool_limit_py,
+        pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
+        prepared::{prepared_from_state, PreparedGather},
+        release_pool_py, set_num_threads_py, set_pool_limit_py,
+    };
+
+    // What `init` uses of this file (`mod.rs`).
+    use super::*;
+    use crate::pool::IDLE_RELEASE;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        // PyO3's trampoline (panics to exceptions) around each fast parser.
+        use pyo3::impl_::trampoline::get_trampoline_function as trampoline;
+        let nd = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<true>);
+        fastcall::add(m, &wrap_pyfunction!(gather_nd_py, m)?, &GATHER_ND_ARGS, nd)?;
+        let gather = trampoline!(fastcall_cfunction_with_keywords, gather_fast::<false>);
+        fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
+        m.add("MAX_THREADS", crate::MAX_THREADS)?;
+        m.add("IDLE_RELEASE_SECONDS", IDLE_RELEASE.as_secs_f64())?;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        // Last, once the functions exist: from here on, a thread may fork at
+        // any moment and its child must find no lock held and no cell half
+        // filled.
+        crate::install_fork_handlers()?;
+        cells::fill(m)
+    }
 }

@@ -2,10 +2,12 @@
 //! structured dtypes with object fields). The kernel copies their pointers
 //! as bytes; these helpers then make the copies owned references.
 
-use numpy::npyffi::{self, PY_ARRAY_API};
+use numpy::npyffi::PY_ARRAY_API;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::ffi;
 use pyo3::prelude::*;
+
+use super::arrays::data_ptr;
 
 /// After the kernel filled the fresh array `result` with pointers copied
 /// from `data` (the GIL held throughout, so none of them was released in
@@ -23,20 +25,14 @@ pub(crate) fn own_copied_references(result: &Bound<'_, PyUntypedArray>) -> PyRes
         // Null object fields inside records read back as None already.
         return Ok(());
     }
-    let n = result.len();
-    // SAFETY: a fresh C-contiguous array of `n` object pointers that no one
-    // else can see yet; a null slot gets an owned reference to None.
-    unsafe {
-        let slots = (*npyffi::_PyArray_GET_ITEM_DATA(result.as_array_ptr())).data
-            as *mut *mut ffi::PyObject;
-        let none = ffi::Py_None();
-        for i in 0..n {
-            let slot = slots.add(i);
-            if (*slot).is_null() {
-                ffi::Py_IncRef(none);
-                *slot = none;
-            }
-        }
+    let slots = data_ptr(result).cast::<*mut ffi::PyObject>();
+    // SAFETY: a fresh C-contiguous array of `len` object pointers that no
+    // one else can see yet, in a buffer NumPy allocated (never null, and
+    // aligned for pointers).
+    let slots = unsafe { std::slice::from_raw_parts_mut(slots, result.len()) };
+    for slot in slots.iter_mut().filter(|slot| slot.is_null()) {
+        // SAFETY: a null slot gets an owned reference to None.
+        *slot = unsafe { ffi::Py_NewRef(ffi::Py_None()) };
     }
     Ok(())
 }

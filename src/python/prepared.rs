@@ -32,7 +32,6 @@ pub(crate) struct PreparedGather {
 
 /// Prepares `op` from `indices` for `data` of `shape`.
 pub(crate) fn prepare(
-    py: Python<'_>,
     shape: Vec<Int64>,
     indices: &Bound<'_, PyAny>,
     op: Op,
@@ -50,17 +49,8 @@ pub(crate) fn prepare(
     let run = || Prepared::new(op, &shape, iview, index_type, mode, num_threads());
     // Checked and resolved with the GIL released when large, as a one-shot
     // call's copy is.
-    let inner = run_detached(py, iview.bytes.len(), run)?;
+    let inner = run_detached(indices.py(), iview.bytes.len(), run)?;
     Ok(PreparedGather { inner })
-}
-
-/// How an index type travels in a pickle: NumPy's kind and itemsize.
-fn index_type_code(ty: IndexType) -> (char, usize) {
-    let kind = match ty {
-        IndexType::I8 | IndexType::I16 | IndexType::I32 | IndexType::I64 => 'i',
-        _ => 'u',
-    };
-    (kind, ty.itemsize())
 }
 
 #[pymethods]
@@ -104,9 +94,7 @@ impl PreparedGather {
         // is read (it may run Python code that changes them), its failure
         // raised after `data`'s own errors; the cast chosen from data's
         // dtype as converted, before the shape is checked.
-        let target = dtype
-            .filter(|d| !d.is_none())
-            .map(|d| target_dtype(d, data));
+        let target = dtype.map(|d| target_dtype(d, data));
         let data = data_array(data)?;
         let target = target.transpose()?;
         let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
@@ -153,11 +141,14 @@ impl PreparedGather {
         };
         let order: Option<Vec<u8>> =
             order.map(|o| o.iter().flat_map(|r| r.to_le_bytes()).collect());
+        // The index type as NumPy's kind and itemsize: signed if it is the
+        // signed type of its size.
+        let signed = IndexType::from_kind(b'i', ty.itemsize()) == Some(ty);
         let state = (
             kind,
             PyTuple::new(py, shape)?,
             PyTuple::new(py, index_shape)?,
-            index_type_code(ty),
+            (if signed { 'i' } else { 'u' }, ty.itemsize()),
             axis,
             batch_dims,
             mode.name(),
@@ -189,7 +180,7 @@ pub(crate) fn prepared_from_state(parts: &Bound<'_, PyTuple>) -> PyResult<Prepar
     // In `__reduce__`'s order: kind, shape, index_shape, index_type, axis,
     // batch_dims, mode, width, positions, order.
     let part = |i: usize| parts.get_item(i);
-    let op = match text(&part(0)?, "kind")?.as_str() {
+    let op = match text(&part(0)?, "kind")? {
         "gather_nd" => Operator::GatherNd {
             batch_dims: int(&part(5)?, "batch_dims")?,
         },
@@ -203,7 +194,7 @@ pub(crate) fn prepared_from_state(parts: &Bound<'_, PyTuple>) -> PyResult<Prepar
     let index_shape = sizes(&part(2)?, "index_shape")?;
     let ty = index_type(&part(3)?)?;
     let mode =
-        Mode::parse(&text(&part(6)?, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
+        Mode::parse(text(&part(6)?, "mode")?).ok_or_else(|| wrong("mode", "an unknown mode"))?;
     let positions = part(8)?;
     // Its type checked before the width, as the parts come.
     bytes(&positions, "positions")?;
@@ -234,14 +225,12 @@ fn wrong(part: &str, what: &str) -> PyErr {
 }
 
 /// A part that must be a `str` of UTF-8 text.
-fn text(v: &Bound<'_, PyAny>, part: &str) -> PyResult<String> {
+fn text<'a>(v: &'a Bound<'_, PyAny>, part: &str) -> PyResult<&'a str> {
     let s = v
         .cast_exact::<PyString>()
         .map_err(|_| wrong(part, "not a str"))?;
     // A lone surrogate has no UTF-8 form, and names nothing of ours.
-    Ok(s.to_str()
-        .map_err(|_| wrong(part, "not UTF-8 text"))?
-        .to_owned())
+    s.to_str().map_err(|_| wrong(part, "not UTF-8 text"))
 }
 
 /// A part that must be an `int` of 64 bits.
@@ -292,8 +281,9 @@ fn index_type(v: &Bound<'_, PyAny>) -> PyResult<IndexType> {
     if t.len() != 2 {
         return Err(unknown());
     }
-    let kind = text(&t.get_item(0)?, "index_type")?;
-    let size = usize::try_from(int(&t.get_item(1)?, "index_type")?).map_err(|_| unknown())?;
+    let (kind, size) = (t.get_item(0)?, t.get_item(1)?);
+    let kind = text(&kind, "index_type")?;
+    let size = usize::try_from(int(&size, "index_type")?).map_err(|_| unknown())?;
     match kind.as_bytes() {
         &[kind] => IndexType::from_kind(kind, size).ok_or_else(unknown),
         _ => Err(unknown()),

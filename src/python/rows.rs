@@ -4,7 +4,6 @@
 //! at the first thing it does not take. It raises nothing of its own:
 //! every error, in its usual order and words, comes from the general path.
 
-use numpy::npyffi;
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use smallvec::SmallVec;
@@ -65,14 +64,9 @@ pub(crate) fn try_take_rows<'py>(
     // `batch_dims`, the same on the ids) and how many past them an entry
     // of `ids` indexes (a GatherND tuple's length), and the axes of the
     // result the ids make.
-    let (b, k, lead) = match op {
-        Op::Gather {
-            axis: Int64::Fits(0),
-            batch_dims: Int64::Fits(0),
-        } => (0, 1, ids_shape),
-        &Op::GatherNd {
-            batch_dims: Int64::Fits(b),
-        } => match (usize::try_from(b), ids_shape.split_last()) {
+    let (b, k, lead) = match (&op.axis, &op.batch_dims) {
+        (Some(Int64::Fits(0)), Int64::Fits(0)) => (0, 1, ids_shape),
+        (None, &Int64::Fits(b)) => match (usize::try_from(b), ids_shape.split_last()) {
             (Ok(b), Some((&k, lead))) if k >= 1 && lead.get(..b) == table_shape.get(..b) => {
                 (b, k, lead)
             }
@@ -86,19 +80,14 @@ pub(crate) fn try_take_rows<'py>(
     let (batch_shape, rest) = table_shape.split_at(b);
     let (dims, row_shape) = rest.split_at(k);
     let count = ids.len() / k;
-    let item = data_dtype.itemsize();
     let Some(row_bytes) = row_shape
         .iter()
-        .try_fold(item, |acc, &n| acc.checked_mul(n))
+        .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n))
     else {
         return Ok(None);
     };
-    let out_row = match cast {
-        Some(cast) => row_bytes / cast.from().size() * cast.to().size(),
-        None => row_bytes,
-    };
-    if dims.contains(&0)
-        || batch_shape.contains(&0)
+    let out_row = cast.map_or(row_bytes, |c| row_bytes / c.from().size() * c.to().size());
+    if table.len() == 0
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
@@ -154,10 +143,8 @@ fn split_pays(count: usize, out_row: usize) -> bool {
 /// readable as a Rust slice of its type.
 fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
     let dtype = ids.dtype();
-    // SAFETY: reading the flags of a live array.
-    let flags = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(ids.as_array_ptr())).flags };
-    let wanted = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
-    flags & wanted == wanted
+    ids.is_c_contiguous()
+        && ids.is_aligned()
         && dtype.kind() == b'i'
         && matches!(dtype.itemsize(), 4 | 8)
         && dtype.is_native_byteorder() != Some(false)
