@@ -13,7 +13,7 @@ use crate::kernel::{copy_rows_at, gather_rows};
 use crate::mode::Mode;
 use crate::offsets::{compute_offsets, first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
-use crate::split::{rows_per_task, split_rows, task_rows, RANDOM_ROW_COST};
+use crate::split::{split_ranges, split_rows, task_rows, RANDOM_ROW_COST};
 use crate::threads::{for_each_task, Disjoint};
 use crate::validate::check_out_len;
 use crate::walk::{unravel, Odometer};
@@ -277,28 +277,27 @@ impl Plan<'_> {
         let reads = n
             .saturating_mul(self.tuple.len())
             .saturating_mul(self.index_type.itemsize());
-        let bad = if threads <= 1 || reads < VALIDATE_PARALLEL_MIN_BYTES {
-            scan(0..n)
+        let threads = if reads < VALIDATE_PARALLEL_MIN_BYTES {
+            1
         } else {
-            // Tasks finish in any order: keep the bad index of the lowest
-            // row found, and skip the tasks that start after it.
-            let per_task = rows_per_task(threads, n, reads);
-            let first: Mutex<Option<(usize, usize)>> = Mutex::new(None);
-            let lock = || first.lock().unwrap_or_else(|e| e.into_inner());
-            for_each_task(threads, n.div_ceil(per_task), &|t| {
-                let start = t * per_task;
-                if lock().is_some_and(|(row, _)| row < start) {
-                    return;
-                }
-                if let Some(found) = scan(start..(start + per_task).min(n)) {
-                    let mut first = lock();
-                    if first.is_none_or(|(row, _)| found.0 < row) {
-                        *first = Some(found);
-                    }
-                }
-            });
-            first.into_inner().unwrap_or_else(|e| e.into_inner())
+            threads
         };
+        // Tasks finish in any order: keep the bad index of the lowest row
+        // found, and skip the tasks that start after it.
+        let first: Mutex<Option<(usize, usize)>> = Mutex::new(None);
+        let lock = || first.lock().unwrap_or_else(|e| e.into_inner());
+        split_ranges(threads, n, reads, &|rows| {
+            if lock().is_some_and(|(row, _)| row < rows.start) {
+                return;
+            }
+            if let Some(found) = scan(rows) {
+                let mut first = lock();
+                if first.is_none_or(|(row, _)| found.0 < row) {
+                    *first = Some(found);
+                }
+            }
+        });
+        let bad = first.into_inner().unwrap_or_else(|e| e.into_inner());
         match bad {
             None => Ok(()),
             Some((row, j)) => Err(GatherError::IndexOutOfRange(Box::new(

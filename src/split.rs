@@ -26,22 +26,16 @@ pub(crate) const RANDOM_ROW_COST: usize = 192;
 
 /// How many rows each task of a split of `n_rows` rows costing `cost` (in
 /// bytes of sequential copying) takes, or `None` if the work is too small
-/// to split over `threads` threads.
+/// to split over `threads` threads: eight tasks a thread, so that a worker
+/// that wakes late still finds a share, and no task smaller than
+/// [`TASK_MIN_COST`].
 pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
     if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
         return None;
     }
-    Some(rows_per_task(threads, n_rows, cost))
-}
-
-/// How many rows each task takes when `n_rows` rows costing `cost` are
-/// split over `threads`: eight tasks a thread, so that a worker that wakes
-/// late still finds a share, and no task smaller than [`TASK_MIN_COST`].
-pub(crate) fn rows_per_task(threads: usize, n_rows: usize, cost: usize) -> usize {
-    let row_cost = (cost / n_rows.max(1)).max(1);
-    n_rows
-        .div_ceil(threads.clamp(1, MAX_THREADS) * 8)
-        .max(TASK_MIN_COST.div_ceil(row_cost))
+    let row_cost = (cost / n_rows).max(1);
+    let per_task = n_rows.div_ceil(threads.min(MAX_THREADS) * 8);
+    Some(per_task.max(TASK_MIN_COST.div_ceil(row_cost)))
 }
 
 /// A task of [`split_rows`]: fills `chunk`, the rows from `start` on.
