@@ -347,15 +347,9 @@ pub(crate) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
     // SAFETY: forwarded from the caller, for exactly `dst.len()` bytes.
     unsafe {
         match dst.len() {
-            4 => d
-                .cast::<u32>()
-                .write_unaligned(src.cast::<u32>().read_unaligned()),
-            8 => d
-                .cast::<u64>()
-                .write_unaligned(src.cast::<u64>().read_unaligned()),
-            2 => d
-                .cast::<u16>()
-                .write_unaligned(src.cast::<u16>().read_unaligned()),
+            4 => two_moves::<u32>(src, d, 4),
+            8 => two_moves::<u64>(src, d, 8),
+            2 => two_moves::<u16>(src, d, 2),
             n => std::ptr::copy_nonoverlapping(src, d, n),
         }
     }
