@@ -29,17 +29,10 @@ def gather(
     out: np.ndarray[Any, Any] | None = None,
     dtype: npt.DTypeLike | None = None,
 ) -> np.ndarray[Any, Any]: ...
-def gather_nd_with_rules(
-    data: npt.ArrayLike,
-    indices: npt.ArrayLike,
-    batch_dims: SupportsIndex,
-    mode: _Mode,
-    wrap_negative: bool,
-) -> np.ndarray[Any, Any]: ...
 def gather_with_rules(
     data: npt.ArrayLike,
     indices: npt.ArrayLike,
-    axis: SupportsIndex,
+    axis: SupportsIndex | None,
     batch_dims: SupportsIndex,
     mode: _Mode,
     wrap_negative: bool,

@@ -132,7 +132,7 @@ def gather_nd(
 ) -> Array:
     """The generic GatherND kernel with an operator's index rules."""
     try:
-        return _core.gather_nd_with_rules(data, indices, batch_dims, mode, wrap_negative)
+        return _core.gather_with_rules(data, indices, None, batch_dims, mode, wrap_negative)
     except (IndexError, ValueError, TypeError) as e:
         raise _renamed(op, e) from None
 

@@ -146,32 +146,19 @@ unsafe fn gather_fast<const ND: bool>(
     gateway::gather(&data, &indices, op, mode, true, out, dtype).map(Bound::into_ptr)
 }
 
-/// `gather_nd` with an operator version's index rules, for the opset
-/// wrappers: `wrap_negative=False` makes negative indices out of range.
-#[pyfunction(name = "gather_nd_with_rules")]
-fn gather_nd_with_rules_py<'py>(
-    data: &Bound<'py, PyAny>,
-    indices: &Bound<'py, PyAny>,
-    batch_dims: Int64,
-    mode: &str,
-    wrap_negative: bool,
-) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::new(None, batch_dims);
-    gateway::gather(data, indices, op, mode, wrap_negative, None, None)
-}
-
-/// `gather` with an operator version's index rules, for the opset
-/// wrappers: `wrap_negative=False` makes negative indices out of range.
+/// `gather` (or `gather_nd`, `axis=None`) with an operator version's index
+/// rules, for the opset wrappers: `wrap_negative=False` makes negative
+/// indices out of range.
 #[pyfunction(name = "gather_with_rules")]
 fn gather_with_rules_py<'py>(
     data: &Bound<'py, PyAny>,
     indices: &Bound<'py, PyAny>,
-    axis: Int64,
+    axis: Option<Int64>,
     batch_dims: Int64,
     mode: &str,
     wrap_negative: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::new(Some(axis), batch_dims);
+    let op = Op::new(axis, batch_dims);
     gateway::gather(data, indices, op, mode, wrap_negative, None, None)
 }
 
@@ -284,8 +271,8 @@ mod _core {
             cast_dtype_py, chunks_touched_py, gather_chunks_py, gather_layout_py, snapshot_py,
         },
         dequantize::gather_block_quantized_py,
-        gather_nd_with_rules_py, gather_with_rules_py, get_num_threads_py, get_pool_limit_py,
-        pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
+        gather_with_rules_py, get_num_threads_py, get_pool_limit_py, pool_bytes_py,
+        prepare_gather_nd_py, prepare_gather_py,
         prepared::{prepared_from_state, PreparedGather},
         release_pool_py, set_num_threads_py, set_pool_limit_py,
     };

@@ -301,9 +301,9 @@ def _core_calls(v: object) -> dict[str, tuple[str, Callable[[], object]]]:
             "batch_dims",
             lambda: _core.gather_with_rules(d, i, 0, v, "raise", False),
         ),
-        "gather_nd_with_rules batch_dims": (
+        "gather_with_rules (GatherND) batch_dims": (
             "batch_dims",
-            lambda: _core.gather_nd_with_rules(d, i_nd, v, "zero", True),
+            lambda: _core.gather_with_rules(d, i_nd, None, v, "zero", True),
         ),
         "set_num_threads": ("n", lambda: ndgather.set_num_threads(v)),
     }
