@@ -14,12 +14,16 @@ pub enum Mode {
 impl Mode {
     /// Parses the Python-facing spelling.
     pub fn parse(s: &str) -> Option<Self> {
-        [Mode::Raise, Mode::Zero, Mode::Clip]
-            .into_iter()
-            .find(|m| m.name() == s)
+        // A match, not a search of `name`'s: this runs on every call.
+        match s {
+            "raise" => Some(Mode::Raise),
+            "zero" => Some(Mode::Zero),
+            "clip" => Some(Mode::Clip),
+            _ => None,
+        }
     }
 
-    /// The Python-facing spelling, which [`Mode::parse`] reads.
+    /// The Python-facing spelling, as [`Mode::parse`] reads it.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Raise => "raise",

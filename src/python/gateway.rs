@@ -40,7 +40,9 @@ pub(crate) fn gather<'py>(
     let data = data_array(data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.
-    cast_for(target.as_ref(), &data.dtype())?;
+    if let Some(target) = &target {
+        target.cast_from(&data.dtype())?;
+    }
     let (indices, index_type) = index_array(indices)?;
     // Converting `indices` may run Python code too (`__array__`, a
     // subclass's `__array_finalize__`): the result's dtype and cast are

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::args::{Int64, Op};
 use super::arrays::{bytes_mut, check_out, new_output, overlaps, raw_bytes};
-use super::casts::{cast_for, result_dtype, Target};
+use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::RANDOM_ROW_COST;
@@ -42,7 +42,7 @@ pub(crate) fn try_take_rows<'py>(
         Some(hit) => hit,
         None => {
             owned = table.dtype();
-            let Ok((_, cast)) = cast_for(target, &owned) else {
+            let Ok(cast) = target.map_or(Ok(None), |t| t.cast_from(&owned)) else {
                 return Ok(None);
             };
             // Choosing a cast from a dtype of none of NumPy's kinds looks up
