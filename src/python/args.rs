@@ -35,6 +35,7 @@ impl Op {
 }
 
 /// `mode`, or the `ValueError` every binding gives for another string.
+#[inline]
 pub(crate) fn mode_arg(mode: &str) -> PyResult<Mode> {
     Ok(Mode::parse(mode).ok_or_else(|| {
         GatherError::InvalidArgument(format!(
