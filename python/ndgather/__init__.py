@@ -23,6 +23,7 @@ from ndgather._core import (
 )
 from ndgather._environment import apply_environment
 from ndgather._errors import GatherIndexError
+from ndgather._safetensors import map_safetensors
 
 __all__ = [
     "MAX_THREADS",
@@ -33,6 +34,7 @@ __all__ = [
     "gather_nd",
     "get_num_threads",
     "get_pool_limit",
+    "map_safetensors",
     "pool_bytes",
     "prepare_gather",
     "prepare_gather_nd",

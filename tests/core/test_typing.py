@@ -11,6 +11,7 @@ import pytest
 
 GOOD = textwrap.dedent(
     """
+    from pathlib import Path
     from typing import Any
 
     import numpy as np
@@ -34,6 +35,9 @@ GOOD = textwrap.dedent(
     q = ndgather.prepare_gather((2, 3), [0, 1], axis=1, batch_dims=0)
     r6: np.ndarray[Any, Any] = p(data) + q(data, out=np.empty((2, 2), np.float32))
     held: int = p.nbytes + len(p.shape) + len(q.data_shape)
+    m: np.ndarray[Any, Any] = ndgather.map_safetensors("model.safetensors", "embed")
+    m2 = ndgather.map_safetensors(Path("model.safetensors"), name="embed")
+    r7: np.ndarray[Any, Any] = ndgather.gather(m2, idx) + m
     """
 )
 
