@@ -124,6 +124,7 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         usable = os.cpu_count() or 0
     info = {
         "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
+        "caches": _caches(),
         "cores": os.cpu_count(),
         "usable_cores": usable,
         "memory_gib": _memory_gib(),
@@ -143,10 +144,31 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
     return info
 
 
+def _caches() -> dict[str, str]:
+    """The first CPU's caches as Linux reports them (``L1d``, ``L2``, ``L3``... -> size, with
+    how many CPUs share it): the constants a gather is tuned by depend on them, so every run
+    records them. Empty where sysfs does not say."""
+    caches = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size, shared = (
+                (index / f).read_text().strip()
+                for f in ("level", "type", "size", "shared_cpu_list")
+            )
+        except OSError:
+            continue
+        if kind != "Instruction":
+            name = f"L{level}" + ("d" if kind == "Data" else "")
+            caches[name] = f"{size} (CPUs {shared})"
+    return caches
+
+
 def describe_machine(machine: Mapping[str, Any]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items())
+    caches = ", ".join(f"{k} {v.split()[0]}" for k, v in machine.get("caches", {}).items())
     return (
-        f"{machine['cpu']}, {machine['cores']} cores ({machine['usable_cores']} usable), "
+        f"{machine['cpu']}{f' ({caches})' if caches else ''}, "
+        f"{machine['cores']} cores ({machine['usable_cores']} usable), "
         f"{machine['memory_gib']} GiB; {machine['os']}; {machine['python']}; {versions}"
     )
 

@@ -9,7 +9,8 @@ given the ids as a NumPy array (what a request parser hands over):
 
 * ndgather: ``gather(table, ids)`` and with ``out=``;
 * NumPy: ``table.take(ids, axis=0)`` (the method), ``np.take(table, ids, axis=0)``,
-  ``table[ids]``;
+  ``np.take(table, ids, axis=0, out=out, mode="clip")`` (a careful service: no new array,
+  no check of the ids), ``table[ids]``;
 * PyTorch: ``torch.index_select(t, 0, torch.from_numpy(ids))``, new and ``out=``;
 * JAX: jitted ``x.at[ids].get(mode="promise_in_bounds")`` (numpy ids in, blocked on);
 * numba: the ``boundscheck=False`` row-copy loop, ``prange`` and serial, new and ``out=``;
@@ -131,6 +132,14 @@ def candidates(
         ),
         Statement("numpy take method", "numpy", "fn(_i, axis=0)", {"fn": table.take}),
         Statement("numpy np.take", "numpy", "fn(t, _i, axis=0)", {"fn": np.take, "t": table}),
+        # What a careful service writes: no new array, and no check of the ids.
+        Statement(
+            "numpy np.take out= clip",
+            "numpy",
+            "fn(t, _i, axis=0, out=o, mode='clip')",
+            {"fn": np.take, "t": table, "o": np.empty((batch, width), dtype=dtype)},
+            "o",
+        ),
         Statement("numpy fancy", "numpy", "t[_i]", {"t": table}),
     ]
     if "torch" in loaded:
