@@ -9,6 +9,7 @@ use super::args::{mode_arg, Op};
 use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
+use super::mapped::{prefault_for, read_error};
 use super::rows::try_take_rows;
 use crate::plan::plan_op;
 use crate::Mode;
@@ -26,12 +27,13 @@ pub(crate) fn gather<'py>(
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mode = mode_arg(mode)?;
+    let mapped = prefault_for(data);
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
     let target = dtype.map(|d| target_dtype(d, data));
     // A `dtype=` that failed to resolve is left for the general path to raise.
-    if mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
+    if mapped.is_none() && mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
         let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
         if let Some(result) = try_take_rows(data, indices, &op, out, row_target)? {
             return Ok(result);
@@ -55,6 +57,13 @@ pub(crate) fn gather<'py>(
     }
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
+    }
+    if let Some((how, file)) = &mapped {
+        let how = *how;
+        let plan = &plan;
+        data.py()
+            .detach(move || plan.prefault(mode, how))
+            .map_err(|e| read_error(e, file))?;
     }
     let result = Planned {
         shape: plan.out_shape(),

@@ -1,0 +1,193 @@
+//! PROTOTYPE (issue 30): bringing the pages a gather will read from a file
+//! mapping into memory with many reads in flight before the copy, so that
+//! the copy's faults are minor ones instead of one synchronous read each.
+//!
+//! The core stays pure: it is given addresses (the plan's row offsets from
+//! `data`'s first element) and asks the kernel about them (`mincore`,
+//! `madvise`); the bindings decide whether `data` is a mapping at all.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::layout::SliceLayout;
+use crate::mode::Mode;
+use crate::offsets::ZERO_FILL;
+use crate::plan::Plan;
+
+/// How the missing pages are brought in (a setting while prototyping:
+/// `NDGATHER_PREFAULT`, read by the bindings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefault {
+    /// Nothing: the copy faults every page itself (the build before).
+    Off,
+    /// `madvise(MADV_WILLNEED)` per run of missing pages from the calling
+    /// thread: asynchronous read-ahead of exactly those pages.
+    WillNeed,
+    /// `madvise(MADV_POPULATE_READ)` per run of missing pages from
+    /// `threads` threads: each blocks on its reads, so `threads` are in
+    /// flight; errors (a file shorter than its mapping) come back as errno.
+    Populate {
+        /// Threads issuing the reads (reads in flight).
+        threads: usize,
+    },
+}
+
+/// Rows whose offsets are computed at a time (a stack-sized batch).
+const BATCH: usize = 4096;
+
+/// Pages tested first; if every one is resident, the call is taken as warm
+/// and nothing more is asked of the kernel (the warm goal: a `mincore` per
+/// run costs about a microsecond, as much as copying a few rows).
+const SAMPLE: usize = 8;
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).unwrap_or(4096).max(1)
+}
+
+/// Whether every page of `[addr, addr + pages * page)` is resident
+/// (`addr` page-aligned). A failing `mincore` (not a mapping) says no.
+fn resident(addr: usize, pages: usize, page: usize, vec: &mut Vec<u8>) -> bool {
+    vec.clear();
+    vec.resize(pages, 0);
+    // SAFETY: mincore reads no memory of ours but writes one byte per page
+    // of the range into `vec`, which holds `pages` bytes.
+    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+    rc == 0 && vec.iter().all(|b| b & 1 == 1)
+}
+
+/// The distinct pages (as page numbers of the address space) that rows of
+/// `bytes` bytes at `addrs` touch, sorted, merged into runs `(first page,
+/// count)`.
+pub fn page_runs(addrs: &mut [usize], bytes: usize, page: usize) -> Vec<(usize, usize)> {
+    addrs.sort_unstable();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &a in addrs.iter() {
+        let (first, last) = (a / page, (a + bytes - 1) / page);
+        match runs.last_mut() {
+            Some((s, n)) if first <= *s + *n => *n = (*n).max(last + 1 - *s),
+            _ => runs.push((first, last + 1 - first)),
+        }
+    }
+    runs
+}
+
+impl Plan<'_> {
+    /// Brings the pages this plan's copy will read into memory `how`,
+    /// skipping the work when a sample of them is resident. A bad index is
+    /// left for the copy to report. Only contiguous slices are handled.
+    pub fn prefault(&self, mode: Mode, how: Prefault) -> std::io::Result<()> {
+        let sb = match self.slice {
+            SliceLayout::Contiguous { bytes } if bytes > 0 => bytes,
+            _ => return Ok(()),
+        };
+        if how == Prefault::Off || self.n_rows == 0 {
+            return Ok(());
+        }
+        let page = page_size();
+        let base = self.data.first() as usize;
+        let mut addrs: Vec<usize> = Vec::with_capacity(self.n_rows);
+        let mut offs = [0isize; BATCH];
+        let mut start = 0;
+        while start < self.n_rows {
+            let n = BATCH.min(self.n_rows - start);
+            if self.row_offsets(mode, start, &mut offs[..n]).is_err() {
+                return Ok(());
+            }
+            addrs.extend(
+                offs[..n]
+                    .iter()
+                    .filter(|&&o| o != ZERO_FILL)
+                    .map(|&o| base.wrapping_add_signed(o)),
+            );
+            start += n;
+        }
+        let mut vec = Vec::new();
+        // The sample: rows spread over the call, unsorted (no sort when warm).
+        let step = (addrs.len() / SAMPLE).max(1);
+        let warm = addrs.iter().step_by(step).all(|&a| {
+            let (first, last) = (a / page, (a + sb - 1) / page);
+            resident(first * page, last + 1 - first, page, &mut vec)
+        });
+        if warm {
+            return Ok(());
+        }
+        let runs: Vec<(usize, usize)> = page_runs(&mut addrs, sb, page)
+            .into_iter()
+            .filter(|&(p, n)| !resident(p * page, n, page, &mut vec))
+            .collect();
+        match how {
+            Prefault::Off => Ok(()),
+            Prefault::WillNeed => {
+                for &(p, n) in &runs {
+                    // SAFETY: advice on pages of `data`'s mapping, which the
+                    // plan borrows; WILLNEED changes no contents.
+                    unsafe {
+                        libc::madvise(
+                            (p * page) as *mut libc::c_void,
+                            n * page,
+                            libc::MADV_WILLNEED,
+                        )
+                    };
+                }
+                Ok(())
+            }
+            Prefault::Populate { threads } => populate(&runs, page, threads),
+        }
+    }
+}
+
+/// `MADV_POPULATE_READ` (Linux 5.14; 22) on each run from up to `threads`
+/// threads; the first error wins.
+fn populate(runs: &[(usize, usize)], page: usize, threads: usize) -> std::io::Result<()> {
+    const MADV_POPULATE_READ: libc::c_int = 22;
+    let next = AtomicUsize::new(0);
+    let err = AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        let Some(&(p, n)) = runs.get(i) else { return };
+        // SAFETY: POPULATE_READ faults pages of `data`'s mapping in for
+        // reading; it writes nothing and reports a read past the file's end
+        // as an error rather than a signal.
+        let rc = unsafe {
+            libc::madvise(
+                (p * page) as *mut libc::c_void,
+                n * page,
+                MADV_POPULATE_READ,
+            )
+        };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(5);
+            err.store(e as usize, Ordering::Relaxed);
+            return;
+        }
+    };
+    let threads = threads.clamp(1, runs.len().max(1));
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(work);
+            }
+            work();
+        });
+    }
+    match err.load(Ordering::Relaxed) {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e as i32)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_runs;
+
+    #[test]
+    fn runs_merge_adjacent_and_overlapping_pages() {
+        let mut a = vec![8192, 0, 100, 4000, 20000];
+        assert_eq!(page_runs(&mut a, 200, 4096), vec![(0, 3), (4, 1)]);
+        let mut b = vec![4090];
+        assert_eq!(page_runs(&mut b, 10, 4096), vec![(0, 2)]);
+    }
+}

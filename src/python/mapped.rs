@@ -1,0 +1,82 @@
+//! PROTOTYPE (issue 30): whether `data` lies in a file mapping, found
+//! cheaply (an array that owns its memory is never one), and how its pages
+//! are brought in before the copy.
+
+use numpy::npyffi;
+use numpy::{PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::pages::Prefault;
+
+/// Base objects followed at most (views of views of a memmap).
+const MAX_BASES: usize = 16;
+
+/// How to bring in `data`'s pages: `None` where `data` is not an array
+/// whose base chain ends in an `mmap.mmap` (`np.memmap`, `np.load(...,
+/// mmap_mode=)`, `np.frombuffer(mmap)`), else the setting
+/// `NDGATHER_PREFAULT` (`off`, `willneed`, `populate<N>`; default
+/// `populate16`).
+pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<(Prefault, String)> {
+    let arr = data.cast::<PyUntypedArray>().ok()?;
+    // SAFETY: reading the flags and base of a live array.
+    let (flags, mut base) = unsafe {
+        let a = &*npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr());
+        (a.flags, a.base)
+    };
+    if flags & npyffi::NPY_ARRAY_OWNDATA != 0 {
+        return None;
+    }
+    let py = data.py();
+    for _ in 0..MAX_BASES {
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: `base` is a live object the array (or a base of it) holds
+        // a reference to; borrowed for this loop only.
+        let b = unsafe { Bound::from_borrowed_ptr(py, base) };
+        if let Ok(a) = b.cast::<PyUntypedArray>() {
+            // SAFETY: as above, a live array.
+            base = unsafe { (*npyffi::_PyArray_GET_ITEM_DATA(a.as_array_ptr())).base };
+            continue;
+        }
+        let ty = b.get_type();
+        if ty.name().ok()?.to_str().ok()? != "mmap" {
+            return None;
+        }
+        let name = data
+            .getattr("filename")
+            .ok()
+            .and_then(|f| f.str().ok())
+            .map_or_else(
+                || "<mapped file>".to_string(),
+                |s: Bound<'_, PyString>| s.to_string(),
+            );
+        return Some((setting(), name));
+    }
+    None
+}
+
+fn setting() -> Prefault {
+    let s = std::env::var("NDGATHER_PREFAULT").unwrap_or_default();
+    match s.as_str() {
+        "off" => Prefault::Off,
+        "willneed" => Prefault::WillNeed,
+        _ => Prefault::Populate {
+            threads: s
+                .strip_prefix("populate")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(16),
+        },
+    }
+}
+
+/// The `OSError` for a failed read of `file`'s pages.
+pub(crate) fn read_error(e: std::io::Error, file: &str) -> PyErr {
+    PyOSError::new_err((
+        e.raw_os_error().unwrap_or(5),
+        format!("{e}"),
+        file.to_string(),
+    ))
+}
