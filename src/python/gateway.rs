@@ -27,18 +27,18 @@ pub(crate) fn gather<'py>(
     dtype: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mode = mode_arg(mode)?;
-    let mapped = prefault_for(data);
     // `dtype=` is resolved before any array is read: it may run Python code
     // that changes them. A failure is raised where the general path always
     // raised it, after `data`'s own errors.
     let target = dtype.map(|d| target_dtype(d, data));
     // A `dtype=` that failed to resolve is left for the general path to raise.
-    if mapped.is_none() && mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
+    if mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
         let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
         if let Some(result) = try_take_rows(data, indices, &op, out, row_target)? {
             return Ok(result);
         }
     }
+    let mapped = prefault_for(data);
     let data = data_array(data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.

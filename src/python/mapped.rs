@@ -17,21 +17,39 @@ const MAX_BASES: usize = 16;
 /// whose base chain ends in an `mmap.mmap` (`np.memmap`, `np.load(...,
 /// mmap_mode=)`, `np.frombuffer(mmap)`), else the setting
 /// `NDGATHER_PREFAULT` (`off`, `willneed`, `populate<N>`; default
-/// `populate16`).
+/// `willneed`, measured best: docs/design-mmap.md).
 pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<(Prefault, String)> {
     let arr = data.cast::<PyUntypedArray>().ok()?;
+    if !in_mapping(arr) {
+        return None;
+    }
+    let name = data
+        .getattr("filename")
+        .ok()
+        .and_then(|f| f.str().ok())
+        .map_or_else(
+            || "<mapped file>".to_string(),
+            |s: Bound<'_, PyString>| s.to_string(),
+        );
+    Some((setting(), name))
+}
+
+/// Whether `arr`'s memory is an `mmap.mmap`'s: the base chain, followed
+/// only for an array that does not own its memory (one flag test for
+/// every in-memory table that does).
+pub(crate) fn in_mapping(arr: &Bound<'_, PyUntypedArray>) -> bool {
     // SAFETY: reading the flags and base of a live array.
     let (flags, mut base) = unsafe {
         let a = &*npyffi::_PyArray_GET_ITEM_DATA(arr.as_array_ptr());
         (a.flags, a.base)
     };
     if flags & npyffi::NPY_ARRAY_OWNDATA != 0 {
-        return None;
+        return false;
     }
-    let py = data.py();
+    let py = arr.py();
     for _ in 0..MAX_BASES {
         if base.is_null() {
-            return None;
+            return false;
         }
         // SAFETY: `base` is a live object the array (or a base of it) holds
         // a reference to; borrowed for this loop only.
@@ -42,32 +60,22 @@ pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<(Prefault, String)
             continue;
         }
         let ty = b.get_type();
-        if ty.name().ok()?.to_str().ok()? != "mmap" {
-            return None;
-        }
-        let name = data
-            .getattr("filename")
-            .ok()
-            .and_then(|f| f.str().ok())
-            .map_or_else(
-                || "<mapped file>".to_string(),
-                |s: Bound<'_, PyString>| s.to_string(),
-            );
-        return Some((setting(), name));
+        return ty
+            .name()
+            .is_ok_and(|n| n.to_str().is_ok_and(|n| n == "mmap"));
     }
-    None
+    false
 }
 
 fn setting() -> Prefault {
     let s = std::env::var("NDGATHER_PREFAULT").unwrap_or_default();
     match s.as_str() {
         "off" => Prefault::Off,
-        "willneed" => Prefault::WillNeed,
-        _ => Prefault::Populate {
-            threads: s
-                .strip_prefix("populate")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(16),
+        _ => match s.strip_prefix("populate") {
+            Some(n) => Prefault::Populate {
+                threads: n.parse().unwrap_or(16),
+            },
+            None => Prefault::WillNeed,
         },
     }
 }
