@@ -22,6 +22,10 @@ pub enum Prefault {
     /// `madvise(MADV_WILLNEED)` per run of missing pages from the calling
     /// thread: asynchronous read-ahead of exactly those pages.
     WillNeed,
+    /// `WillNeed`, then `Populate` from the calling thread: the reads are
+    /// in flight before the first populate waits, and populate maps the
+    /// pages in one call a run and reports a read past the file's end.
+    WillNeedThenPopulate,
     /// `madvise(MADV_POPULATE_READ)` per run of missing pages from
     /// `threads` threads: each blocks on its reads, so `threads` are in
     /// flight; errors (a file shorter than its mapping) come back as errno.
@@ -118,7 +122,7 @@ impl Plan<'_> {
             .collect();
         match how {
             Prefault::Off => Ok(()),
-            Prefault::WillNeed => {
+            Prefault::WillNeed | Prefault::WillNeedThenPopulate => {
                 for &(p, n) in &runs {
                     // SAFETY: advice on pages of `data`'s mapping, which the
                     // plan borrows; WILLNEED changes no contents.
@@ -129,6 +133,9 @@ impl Plan<'_> {
                             libc::MADV_WILLNEED,
                         )
                     };
+                }
+                if how == Prefault::WillNeedThenPopulate {
+                    return populate(&runs, page, 1);
                 }
                 Ok(())
             }

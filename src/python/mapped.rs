@@ -16,7 +16,7 @@ const MAX_BASES: usize = 16;
 /// How to bring in `data`'s pages: `None` where `data` is not an array
 /// whose base chain ends in an `mmap.mmap` (`np.memmap`, `np.load(...,
 /// mmap_mode=)`, `np.frombuffer(mmap)`), else the setting
-/// `NDGATHER_PREFAULT` (`off`, `willneed`, `populate<N>`; default
+/// `NDGATHER_PREFAULT` (`off`, `willneed`, `both`, `populate<N>`; default
 /// `willneed`, measured best: docs/design-mmap.md).
 pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<(Prefault, String)> {
     let arr = data.cast::<PyUntypedArray>().ok()?;
@@ -71,6 +71,7 @@ fn setting() -> Prefault {
     let s = std::env::var("NDGATHER_PREFAULT").unwrap_or_default();
     match s.as_str() {
         "off" => Prefault::Off,
+        "both" => Prefault::WillNeedThenPopulate,
         _ => match s.strip_prefix("populate") {
             Some(n) => Prefault::Populate {
                 threads: n.parse().unwrap_or(16),
