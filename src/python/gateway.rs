@@ -39,6 +39,7 @@ pub(crate) fn gather<'py>(
         }
     }
     let mapped = prefault_for(data);
+    let given = data;
     let data = data_array(data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.
@@ -58,12 +59,11 @@ pub(crate) fn gather<'py>(
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
     }
-    if let Some((how, file)) = &mapped {
-        let how = *how;
+    if let Some(how) = mapped {
         let plan = &plan;
         data.py()
             .detach(move || plan.prefault(mode, how))
-            .map_err(|e| read_error(e, file))?;
+            .map_err(|e| read_error(e, given))?;
     }
     let result = Planned {
         shape: plan.out_shape(),

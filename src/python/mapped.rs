@@ -17,21 +17,10 @@ const MAX_BASES: usize = 16;
 /// whose base chain ends in an `mmap.mmap` (`np.memmap`, `np.load(...,
 /// mmap_mode=)`, `np.frombuffer(mmap)`), else the setting
 /// `NDGATHER_PREFAULT` (`off`, `willneed`, `both`, `populate<N>`; default
-/// `willneed`, measured best: docs/design-mmap.md).
-pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<(Prefault, String)> {
+/// `both`, measured best: docs/design-mmap.md).
+pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<Prefault> {
     let arr = data.cast::<PyUntypedArray>().ok()?;
-    if !in_mapping(arr) {
-        return None;
-    }
-    let name = data
-        .getattr("filename")
-        .ok()
-        .and_then(|f| f.str().ok())
-        .map_or_else(
-            || "<mapped file>".to_string(),
-            |s: Bound<'_, PyString>| s.to_string(),
-        );
-    Some((setting(), name))
+    in_mapping(arr).then(setting)
 }
 
 /// Whether `arr`'s memory is an `mmap.mmap`'s: the base chain, followed
@@ -76,16 +65,22 @@ fn setting() -> Prefault {
             Some(n) => Prefault::Populate {
                 threads: n.parse().unwrap_or(16),
             },
-            None => Prefault::WillNeed,
+            None if s == "willneed" => Prefault::WillNeed,
+            None => Prefault::WillNeedThenPopulate,
         },
     }
 }
 
-/// The `OSError` for a failed read of `file`'s pages.
-pub(crate) fn read_error(e: std::io::Error, file: &str) -> PyErr {
-    PyOSError::new_err((
-        e.raw_os_error().unwrap_or(5),
-        format!("{e}"),
-        file.to_string(),
-    ))
+/// The `OSError` for a failed read of the pages of `data` (an
+/// `np.memmap` names its file).
+pub(crate) fn read_error(e: std::io::Error, data: &Bound<'_, PyAny>) -> PyErr {
+    let file = data
+        .getattr("filename")
+        .ok()
+        .and_then(|f| f.str().ok())
+        .map_or_else(
+            || "<mapped file>".to_string(),
+            |s: Bound<'_, PyString>| s.to_string(),
+        );
+    PyOSError::new_err((e.raw_os_error().unwrap_or(5), format!("{e}"), file))
 }
