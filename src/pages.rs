@@ -20,12 +20,19 @@ pub enum Prefault {
     /// Nothing: the copy faults every page itself (the build before).
     Off,
     /// `madvise(MADV_WILLNEED)` per run of missing pages from the calling
-    /// thread: asynchronous read-ahead of exactly those pages.
-    WillNeed,
+    /// thread (or `threads`): asynchronous read-ahead of exactly those
+    /// pages.
+    WillNeed {
+        /// Threads issuing the advice.
+        threads: usize,
+    },
     /// `WillNeed`, then `Populate` from the calling thread: the reads are
     /// in flight before the first populate waits, and populate maps the
     /// pages in one call a run and reports a read past the file's end.
-    WillNeedThenPopulate,
+    WillNeedThenPopulate {
+        /// Threads issuing the WILLNEED advice.
+        threads: usize,
+    },
     /// `madvise(MADV_POPULATE_READ)` per run of missing pages from
     /// `threads` threads: each blocks on its reads, so `threads` are in
     /// flight; errors (a file shorter than its mapping) come back as errno.
@@ -139,47 +146,37 @@ impl Plan<'_> {
             .collect();
         match how {
             Prefault::Off => Ok(()),
-            Prefault::WillNeed | Prefault::WillNeedThenPopulate => {
-                for &(p, n) in &runs {
-                    // SAFETY: advice on pages of `data`'s mapping, which the
-                    // plan borrows; WILLNEED changes no contents.
-                    unsafe {
-                        libc::madvise(
-                            (p * page) as *mut libc::c_void,
-                            n * page,
-                            libc::MADV_WILLNEED,
-                        )
-                    };
-                }
-                if how == Prefault::WillNeedThenPopulate {
-                    return populate(&runs, page, 1);
-                }
-                Ok(())
+            Prefault::WillNeed { threads } => advise(&runs, page, threads, libc::MADV_WILLNEED),
+            Prefault::WillNeedThenPopulate { threads } => {
+                advise(&runs, page, threads, libc::MADV_WILLNEED)?;
+                advise(&runs, page, 1, MADV_POPULATE_READ)
             }
-            Prefault::Populate { threads } => populate(&runs, page, threads),
+            Prefault::Populate { threads } => advise(&runs, page, threads, MADV_POPULATE_READ),
         }
     }
 }
 
-/// `MADV_POPULATE_READ` (Linux 5.14; 22) on each run from up to `threads`
-/// threads; the first error wins.
-fn populate(runs: &[(usize, usize)], page: usize, threads: usize) -> std::io::Result<()> {
-    const MADV_POPULATE_READ: libc::c_int = 22;
+/// Linux 5.14's `MADV_POPULATE_READ` (libc 0.2 may not name it).
+const MADV_POPULATE_READ: libc::c_int = 22;
+
+/// `madvise(advice)` on each run from up to `threads` threads; the first
+/// error wins (POPULATE_READ: EFAULT for a page past the file's end).
+fn advise(
+    runs: &[(usize, usize)],
+    page: usize,
+    threads: usize,
+    advice: libc::c_int,
+) -> std::io::Result<()> {
     let next = AtomicUsize::new(0);
     let err = AtomicUsize::new(0);
     let work = || loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(&(p, n)) = runs.get(i) else { return };
-        // SAFETY: POPULATE_READ faults pages of `data`'s mapping in for
-        // reading; it writes nothing and reports a read past the file's end
-        // as an error rather than a signal.
-        let rc = unsafe {
-            libc::madvise(
-                (p * page) as *mut libc::c_void,
-                n * page,
-                MADV_POPULATE_READ,
-            )
-        };
+        // SAFETY: advice on pages of `data`'s mapping, which the plan
+        // borrows: WILLNEED starts reads, POPULATE_READ faults pages in for
+        // reading and reports a read past the file's end as an error rather
+        // than a signal; neither changes any contents.
+        let rc = unsafe { libc::madvise((p * page) as *mut libc::c_void, n * page, advice) };
         if rc != 0 {
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(5);
             err.store(e as usize, Ordering::Relaxed);

@@ -16,7 +16,7 @@ const MAX_BASES: usize = 16;
 /// How to bring in `data`'s pages: `None` where `data` is not an array
 /// whose base chain ends in an `mmap.mmap` (`np.memmap`, `np.load(...,
 /// mmap_mode=)`, `np.frombuffer(mmap)`), else the setting
-/// `NDGATHER_PREFAULT` (`off`, `willneed`, `both`, `populate<N>`; default
+/// `NDGATHER_PREFAULT` (`off`, `willneed<N>`, `both<N>`, `populate<N>`: N threads; default
 /// `both`, measured best: docs/design-mmap.md).
 pub(crate) fn prefault_for(data: &Bound<'_, PyAny>) -> Option<Prefault> {
     let arr = data.cast::<PyUntypedArray>().ok()?;
@@ -58,15 +58,20 @@ pub(crate) fn in_mapping(arr: &Bound<'_, PyUntypedArray>) -> bool {
 
 fn setting() -> Prefault {
     let s = std::env::var("NDGATHER_PREFAULT").unwrap_or_default();
-    match s.as_str() {
+    // `name<N>`: N threads.
+    let split = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
+    let (name, n) = s.split_at(split);
+    let threads = |default| n.parse().unwrap_or(default);
+    match name {
         "off" => Prefault::Off,
-        "both" => Prefault::WillNeedThenPopulate,
-        _ => match s.strip_prefix("populate") {
-            Some(n) => Prefault::Populate {
-                threads: n.parse().unwrap_or(16),
-            },
-            None if s == "willneed" => Prefault::WillNeed,
-            None => Prefault::WillNeedThenPopulate,
+        "willneed" => Prefault::WillNeed {
+            threads: threads(1),
+        },
+        "populate" => Prefault::Populate {
+            threads: threads(16),
+        },
+        _ => Prefault::WillNeedThenPopulate {
+            threads: threads(1),
         },
     }
 }
