@@ -30,6 +30,7 @@ mod mover;
 #[cfg(target_arch = "x86_64")]
 mod nibbles;
 mod offsets;
+pub mod pages;
 mod plan;
 pub mod prepared;
 pub mod quantized;

@@ -9,6 +9,7 @@ use super::args::{mode_arg, Op};
 use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
+use super::mapped::{prefault_for, read_error};
 use super::rows::try_take_rows;
 use crate::plan::plan_op;
 use crate::Mode;
@@ -37,6 +38,8 @@ pub(crate) fn gather<'py>(
             return Ok(result);
         }
     }
+    let mapped = prefault_for(data);
+    let given = data;
     let data = data_array(data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.
@@ -55,6 +58,12 @@ pub(crate) fn gather<'py>(
     }
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
+    }
+    if let Some(how) = mapped {
+        let plan = &plan;
+        data.py()
+            .detach(move || plan.prefault(mode, how))
+            .map_err(|e| read_error(e, given))?;
     }
     let result = Planned {
         shape: plan.out_shape(),

@@ -12,6 +12,7 @@ mod detach;
 mod errors;
 mod fastcall;
 mod gateway;
+mod mapped;
 mod objects;
 mod prepared;
 mod rows;

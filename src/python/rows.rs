@@ -12,6 +12,7 @@ use super::args::{Int64, Op};
 use super::arrays::{bytes_mut, check_out, new_output, overlaps, raw_bytes};
 use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
+use super::mapped::in_mapping;
 use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::RANDOM_ROW_COST;
 use crate::{num_threads, Cast};
@@ -55,7 +56,9 @@ pub(crate) fn try_take_rows<'py>(
             (&owned, cast)
         }
     };
-    if data_dtype.has_object() {
+    // A table in a file mapping takes the general path, which brings its
+    // pages in first (PROTOTYPE, issue 30).
+    if data_dtype.has_object() || in_mapping(table) {
         return Ok(None);
     }
     let dtype = result_dtype(target, cast, data_dtype);
