@@ -1,57 +1,229 @@
-//! PROTOTYPE (issue 30): bringing the pages a gather will read from a file
-//! mapping into memory with many reads in flight before the copy, so that
-//! the copy's faults are minor ones instead of one synchronous read each.
+//! The pages a gather will read from a file mapping, brought into memory
+//! with many reads in flight before the copy, so that the copy's faults
+//! are minor ones instead of one synchronous read each (and none reads
+//! around by the device's read-ahead).
 //!
-//! The core stays pure: it is given addresses (the plan's row offsets from
-//! `data`'s first element) and asks the kernel about them (`mincore`,
-//! `madvise`); the bindings decide whether `data` is a mapping at all.
+//! The mechanism, chosen by measurement (docs/performance.md, "Tables in
+//! files"): `madvise(MADV_WILLNEED)` on each run of missing pages (the
+//! kernel queues a read of exactly those pages, asynchronously, and the
+//! block layer keeps as many in flight as the device takes), then
+//! `madvise(MADV_POPULATE_READ)` on each from the same thread, which waits
+//! for them, maps them, and reports a page past the file's end as an error
+//! (`EFAULT`) where a read would be a `SIGBUS`. No thread, no ring.
+//!
+//! The core stays pure: it is given the plan and the rows' offsets; the
+//! bindings decide whether `data` lies in a mapping at all.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::layout::SliceLayout;
 use crate::mode::Mode;
 use crate::offsets::ZERO_FILL;
 use crate::plan::Plan;
 
-/// How the missing pages are brought in (a setting while prototyping:
-/// `NDGATHER_PREFAULT`, read by the bindings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prefault {
-    /// Nothing: the copy faults every page itself (the build before).
-    Off,
-    /// `madvise(MADV_WILLNEED)` per run of missing pages from the calling
-    /// thread (or `threads`): asynchronous read-ahead of exactly those
-    /// pages.
-    WillNeed {
-        /// Threads issuing the advice.
-        threads: usize,
-    },
-    /// `WillNeed`, then `Populate` from the calling thread: the reads are
-    /// in flight before the first populate waits, and populate maps the
-    /// pages in one call a run and reports a read past the file's end.
-    WillNeedThenPopulate {
-        /// Threads issuing the WILLNEED advice.
-        threads: usize,
-    },
-    /// `madvise(MADV_POPULATE_READ)` per run of missing pages from
-    /// `threads` threads: each blocks on its reads, so `threads` are in
-    /// flight; errors (a file shorter than its mapping) come back as errno.
-    Populate {
-        /// Threads issuing the reads (reads in flight).
-        threads: usize,
-    },
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Whether gathers from a file mapping bring their pages in first
+/// (`ndgather.set_prefault`); off, the copy faults each page itself.
+pub fn set_prefault(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
 }
 
-/// Rows whose offsets are computed at a time (a stack-sized batch).
-const BATCH: usize = 4096;
+/// See [`set_prefault`].
+pub fn prefault_enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
 
-/// Pages tested first; if every one is resident, the call is taken as warm
-/// and nothing more is asked of the kernel (the warm goal: a `mincore` per
-/// run costs about a microsecond, as much as copying a few rows).
+/// The output rows of a call, as byte offsets from `data`'s element
+/// `[0, ..., 0]` (or [`ZERO_FILL`]).
+pub(crate) trait RowOffsets: Sync {
+    /// Fills `out` with the offsets of rows `start..start + out.len()`;
+    /// `false` for a bad index, which the copy will report.
+    fn offsets(&self, start: usize, out: &mut [isize]) -> bool;
+}
+
+/// A one-shot call's rows, `mode` applied to their indices.
+pub(crate) struct OneShot<'a> {
+    pub(crate) plan: &'a Plan<'a>,
+    pub(crate) mode: Mode,
+}
+
+impl RowOffsets for OneShot<'_> {
+    fn offsets(&self, start: usize, out: &mut [isize]) -> bool {
+        self.plan.row_offsets(self.mode, start, out).is_ok()
+    }
+}
+
+/// Rows whose offsets are computed at a time.
+const BATCH: usize = 1024;
+
+/// Rows tested when no recent call on the table found a page missing: if
+/// each is resident (and the table's last page), the call is taken as warm
+/// and nothing more is asked of the kernel. A `mincore` costs about half a
+/// microsecond, as much as copying a few rows: one per 128 KiB of output,
+/// at most this many, keeps a warm call's test under a tenth of its copy.
 const SAMPLE: usize = 8;
-
-/// Bytes of output per sampled page (see [`Plan::prefault`]).
 const SAMPLE_BYTES: usize = 128 * 1024;
+
+/// Tables (by the address of their first byte) on which a recent call found
+/// pages missing: a table half in memory (larger than memory, or cooling)
+/// would pass a sample while its copy faults the rest one at a time, so
+/// their calls test every page until one finds them all resident.
+static COLD_TABLES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+fn cold(table: usize) -> bool {
+    COLD_TABLES.iter().any(|t| t.load(Ordering::Relaxed) == table)
+}
+
+fn mark(table: usize, missing: bool) {
+    let slot = COLD_TABLES.iter().find(|t| t.load(Ordering::Relaxed) == table);
+    match (slot, missing) {
+        (Some(t), false) => t.store(0, Ordering::Relaxed),
+        (None, true) => {
+            // Round robin over the slots: the oldest entry makes room.
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let i = NEXT.fetch_add(1, Ordering::Relaxed) % COLD_TABLES.len();
+            COLD_TABLES[i].store(table, Ordering::Relaxed);
+        }
+        _ => {}
+    }
+}
+
+/// The pages one call reads: where `data` is, and which bytes of a row.
+struct Reads<'p> {
+    plan: &'p Plan<'p>,
+    page: usize,
+    /// The address of `data`'s element `[0, ..., 0]`.
+    first: usize,
+    /// The bytes a row reads, from its offset: `(lowest, length)`.
+    lo: isize,
+    len: usize,
+    /// The page of the last byte `data` may read: past the file's end if
+    /// the file was cut anywhere below the table.
+    last_page: usize,
+}
+
+impl<'p> Reads<'p> {
+    fn new(plan: &'p Plan<'p>) -> Option<Self> {
+        let (lo, len) = match &plan.slice {
+            SliceLayout::Contiguous { bytes } => (0, *bytes),
+            SliceLayout::Strided { run, outer } => {
+                let (mut lo, mut hi) = (0isize, *run as isize);
+                for &(n, s) in outer {
+                    let reach = (n as isize - 1) * s;
+                    if reach < 0 {
+                        lo += reach;
+                    } else {
+                        hi += reach;
+                    }
+                }
+                // A slice spread far wider than it is (a column of a wide
+                // table) would read pages it does not need: left to the copy.
+                if (hi - lo) as usize > 4 * plan.slice_bytes.max(page_size()) {
+                    return None;
+                }
+                (lo, (hi - lo) as usize)
+            }
+        };
+        let bytes = plan.data.bytes;
+        if len == 0 || plan.n_rows == 0 || plan.out_bytes == 0 || bytes.is_empty() {
+            return None;
+        }
+        let page = page_size();
+        Some(Reads {
+            plan,
+            page,
+            first: plan.data.first() as usize,
+            lo,
+            len,
+            last_page: (bytes.as_ptr() as usize + bytes.len() - 1) / page,
+        })
+    }
+
+    fn table(&self) -> usize {
+        self.plan.data.bytes.as_ptr() as usize
+    }
+
+    /// The first byte a row at `offset` reads.
+    fn start(&self, offset: isize) -> usize {
+        self.first.wrapping_add_signed(offset + self.lo)
+    }
+
+    /// Whether a sample of the rows, and the table's last page, are
+    /// resident. A bad index counts as resident: the copy reports it.
+    fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> bool {
+        let n = self.plan.n_rows;
+        let samples = (self.plan.out_bytes / SAMPLE_BYTES).clamp(1, SAMPLE).min(n);
+        let step = n / samples;
+        let mut one = [0isize; 1];
+        resident(self.last_page, 1, self.page, vec)
+            && (0..samples).all(|i| {
+                !rows.offsets(i * step, &mut one) || one[0] == ZERO_FILL || {
+                    let a = self.start(one[0]);
+                    let first = a / self.page;
+                    resident(first, (a + self.len - 1) / self.page + 1 - first, self.page, vec)
+                }
+            })
+    }
+
+    /// The runs of pages `(first, count)` the rows read and the table's
+    /// last page, sorted and merged; `None` for a bad index.
+    fn runs(&self, rows: &dyn RowOffsets) -> Option<Vec<(usize, usize)>> {
+        let n = self.plan.n_rows;
+        let mut starts: Vec<usize> = Vec::with_capacity(n);
+        let mut offs = [0isize; BATCH];
+        for start in (0..n).step_by(BATCH) {
+            let offs = &mut offs[..BATCH.min(n - start)];
+            if !rows.offsets(start, offs) {
+                return None;
+            }
+            starts.extend(
+                offs.iter()
+                    .filter(|&&o| o != ZERO_FILL)
+                    .map(|&o| self.start(o)),
+            );
+        }
+        let mut runs = page_runs(&mut starts, self.len, self.page);
+        match runs.last() {
+            Some(&(p, c)) if p + c > self.last_page => {}
+            _ => runs.push((self.last_page, 1)),
+        }
+        Some(runs)
+    }
+}
+
+/// Brings the pages `plan`'s copy will read into memory unless they are
+/// resident (a sample of them, or every one after a call on this table
+/// found pages missing). Returns `Ok` without reading for a bad index (the
+/// copy reports it); an error is a read that failed (`EFAULT`: a file
+/// shorter than its mapping; `EIO`), and then nothing may be copied.
+/// `detach` runs the reads (with the GIL released, in the bindings).
+pub(crate) fn prefault(
+    plan: &Plan<'_>,
+    rows: &dyn RowOffsets,
+    detach: impl FnOnce(&(dyn Fn() -> io::Result<()> + Sync)) -> io::Result<()>,
+) -> io::Result<()> {
+    let Some(reads) = Reads::new(plan) else {
+        return Ok(());
+    };
+    let mut vec = Vec::new();
+    if !cold(reads.table()) && reads.sample_resident(rows, &mut vec) {
+        return Ok(());
+    }
+    detach(&|| {
+        let Some(runs) = reads.runs(rows) else {
+            return Ok(());
+        };
+        let mut vec = Vec::new();
+        let missing: Vec<(usize, usize)> = runs
+            .into_iter()
+            .filter(|&(p, n)| !resident(p, n, reads.page, &mut vec))
+            .collect();
+        mark(reads.table(), !missing.is_empty());
+        read_in(&missing, reads.page)
+    })
+}
 
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
@@ -59,24 +231,30 @@ fn page_size() -> usize {
     usize::try_from(p).unwrap_or(4096).max(1)
 }
 
-/// Whether every page of `[addr, addr + pages * page)` is resident
-/// (`addr` page-aligned). A failing `mincore` (not a mapping) says no.
-fn resident(addr: usize, pages: usize, page: usize, vec: &mut Vec<u8>) -> bool {
+/// Whether every page of `count` from page number `first` is resident. A
+/// failing `mincore` (not mapped) says no.
+fn resident(first: usize, count: usize, page: usize, vec: &mut Vec<u8>) -> bool {
     vec.clear();
-    vec.resize(pages, 0);
-    // SAFETY: mincore reads no memory of ours but writes one byte per page
-    // of the range into `vec`, which holds `pages` bytes.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, pages * page, vec.as_mut_ptr()) };
+    vec.resize(count, 0);
+    // SAFETY: mincore reads no memory of ours and writes one byte per page
+    // of the range into `vec`, which holds `count` bytes.
+    let rc = unsafe {
+        libc::mincore(
+            (first * page) as *mut libc::c_void,
+            count * page,
+            vec.as_mut_ptr(),
+        )
+    };
     rc == 0 && vec.iter().all(|b| b & 1 == 1)
 }
 
-/// The distinct pages (as page numbers of the address space) that rows of
-/// `bytes` bytes at `addrs` touch, sorted, merged into runs `(first page,
+/// The distinct pages (as page numbers of the address space) that reads of
+/// `bytes` bytes at `starts` touch, sorted, merged into runs `(first page,
 /// count)`.
-pub fn page_runs(addrs: &mut [usize], bytes: usize, page: usize) -> Vec<(usize, usize)> {
-    addrs.sort_unstable();
+pub(crate) fn page_runs(starts: &mut [usize], bytes: usize, page: usize) -> Vec<(usize, usize)> {
+    starts.sort_unstable();
     let mut runs: Vec<(usize, usize)> = Vec::new();
-    for &a in addrs.iter() {
+    for &a in starts.iter() {
         let (first, last) = (a / page, (a + bytes - 1) / page);
         match runs.last_mut() {
             Some((s, n)) if first <= *s + *n => *n = (*n).max(last + 1 - *s),
@@ -86,118 +264,43 @@ pub fn page_runs(addrs: &mut [usize], bytes: usize, page: usize) -> Vec<(usize, 
     runs
 }
 
-impl Plan<'_> {
-    /// Brings the pages this plan's copy will read into memory `how`,
-    /// skipping the work when a sample of them is resident. A bad index is
-    /// left for the copy to report. Only contiguous slices are handled.
-    pub fn prefault(&self, mode: Mode, how: Prefault) -> std::io::Result<()> {
-        let sb = match self.slice {
-            SliceLayout::Contiguous { bytes } if bytes > 0 => bytes,
-            _ => return Ok(()),
-        };
-        if how == Prefault::Off || self.n_rows == 0 {
-            return Ok(());
-        }
-        let page = page_size();
-        let base = self.data.first() as usize;
-        let mut vec = Vec::new();
-        let touched = |o: isize| {
-            let a = base.wrapping_add_signed(o);
-            (a / page, (a + sb - 1) / page)
-        };
-        // The sample: a few rows spread over the call, their offsets alone
-        // computed, one `mincore` each (about 0.5 us): one per 128 KiB the
-        // copy writes, at most `SAMPLE`, so that the test costs a warm
-        // call under a tenth of its copy.
-        let samples = (self.out_bytes / SAMPLE_BYTES)
-            .clamp(1, SAMPLE)
-            .min(self.n_rows);
-        let step = self.n_rows / samples;
-        let mut one = [0isize; 1];
-        let warm = (0..samples).all(|i| {
-            // A bad index: taken as warm, the copy reports it.
-            self.row_offsets(mode, i * step, &mut one).is_err() || one[0] == ZERO_FILL || {
-                let (first, last) = touched(one[0]);
-                resident(first * page, last + 1 - first, page, &mut vec)
-            }
-        });
-        if warm {
-            return Ok(());
-        }
-        let mut addrs: Vec<usize> = Vec::with_capacity(self.n_rows);
-        let mut offs = [0isize; BATCH];
-        let mut start = 0;
-        while start < self.n_rows {
-            let n = BATCH.min(self.n_rows - start);
-            if self.row_offsets(mode, start, &mut offs[..n]).is_err() {
-                return Ok(());
-            }
-            addrs.extend(
-                offs[..n]
-                    .iter()
-                    .filter(|&&o| o != ZERO_FILL)
-                    .map(|&o| base.wrapping_add_signed(o)),
-            );
-            start += n;
-        }
-        let runs: Vec<(usize, usize)> = page_runs(&mut addrs, sb, page)
-            .into_iter()
-            .filter(|&(p, n)| !resident(p * page, n, page, &mut vec))
-            .collect();
-        match how {
-            Prefault::Off => Ok(()),
-            Prefault::WillNeed { threads } => advise(&runs, page, threads, libc::MADV_WILLNEED),
-            Prefault::WillNeedThenPopulate { threads } => {
-                advise(&runs, page, threads, libc::MADV_WILLNEED)?;
-                advise(&runs, page, 1, MADV_POPULATE_READ)
-            }
-            Prefault::Populate { threads } => advise(&runs, page, threads, MADV_POPULATE_READ),
-        }
-    }
-}
-
-/// Linux 5.14's `MADV_POPULATE_READ` (libc 0.2 may not name it).
+/// Linux 5.14's `MADV_POPULATE_READ` (older `libc` crates do not name it).
 const MADV_POPULATE_READ: libc::c_int = 22;
 
-/// `madvise(advice)` on each run from up to `threads` threads; the first
-/// error wins (POPULATE_READ: EFAULT for a page past the file's end).
-fn advise(
-    runs: &[(usize, usize)],
-    page: usize,
-    threads: usize,
-    advice: libc::c_int,
-) -> std::io::Result<()> {
-    let next = AtomicUsize::new(0);
-    let err = AtomicUsize::new(0);
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        let Some(&(p, n)) = runs.get(i) else { return };
+/// Set when the kernel refused `MADV_POPULATE_READ` (before 5.14): the
+/// reads are then only queued, and the copy waits for them in its faults.
+static NO_POPULATE: AtomicBool = AtomicBool::new(false);
+
+/// Queues a read of every run, then waits for them and maps them.
+fn read_in(runs: &[(usize, usize)], page: usize) -> io::Result<()> {
+    let advise = |&(p, n): &(usize, usize), advice| {
         // SAFETY: advice on pages of `data`'s mapping, which the plan
-        // borrows: WILLNEED starts reads, POPULATE_READ faults pages in for
-        // reading and reports a read past the file's end as an error rather
-        // than a signal; neither changes any contents.
+        // borrows: WILLNEED starts reads, POPULATE_READ faults the pages in
+        // for reading (reporting a read past the file's end as an error
+        // rather than a signal); neither changes any contents.
         let rc = unsafe { libc::madvise((p * page) as *mut libc::c_void, n * page, advice) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(5);
-            err.store(e as usize, Ordering::Relaxed);
-            return;
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
         }
     };
-    let threads = threads.clamp(1, runs.len().max(1));
-    if threads == 1 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 1..threads {
-                s.spawn(work);
+    // Only advice: a refusal (memory that is not a file's) leaves the
+    // reads to the populate step or the copy.
+    runs.iter().for_each(|r| drop(advise(r, libc::MADV_WILLNEED)));
+    if NO_POPULATE.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    for r in runs {
+        match advise(r, MADV_POPULATE_READ) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                NO_POPULATE.store(true, Ordering::Relaxed);
+                return Ok(());
             }
-            work();
-        });
+            other => other?,
+        }
     }
-    match err.load(Ordering::Relaxed) {
-        0 => Ok(()),
-        e => Err(std::io::Error::from_raw_os_error(e as i32)),
-    }
+    Ok(())
 }
 
 #[cfg(test)]

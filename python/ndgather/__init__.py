@@ -14,12 +14,14 @@ from ndgather._core import (
     gather_nd,
     get_num_threads,
     get_pool_limit,
+    get_prefault,
     pool_bytes,
     prepare_gather,
     prepare_gather_nd,
     release_pool,
     set_num_threads,
     set_pool_limit,
+    set_prefault,
 )
 from ndgather._environment import apply_environment
 from ndgather._errors import GatherIndexError
@@ -34,6 +36,7 @@ __all__ = [
     "gather_nd",
     "get_num_threads",
     "get_pool_limit",
+    "get_prefault",
     "map_safetensors",
     "pool_bytes",
     "prepare_gather",
@@ -41,6 +44,7 @@ __all__ = [
     "release_pool",
     "set_num_threads",
     "set_pool_limit",
+    "set_prefault",
 ]
 
 apply_environment()

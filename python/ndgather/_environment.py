@@ -1,7 +1,7 @@
 """Settings read from the environment once, at import.
 
-``NDGATHER_NUM_THREADS`` sets the thread count and ``NDGATHER_POOL_BYTES`` the result pool's
-limit. No value may break ``import ndgather``: one that cannot be used warns once, naming the
+``NDGATHER_NUM_THREADS`` sets the thread count, ``NDGATHER_POOL_BYTES`` the result pool's
+limit and ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first. No value may break ``import ndgather``: one that cannot be used warns once, naming the
 variable and the value, and the default stays. This module only reads the text; the range
 checks are those of ``set_num_threads`` and ``set_pool_limit``.
 """
@@ -13,7 +13,7 @@ import re
 import warnings
 from collections.abc import Callable
 
-from ndgather._core import set_num_threads, set_pool_limit
+from ndgather._core import set_num_threads, set_pool_limit, set_prefault
 
 # Sizes as people write them: "0", "268435456", "512MiB", "1 GiB", "800MB", "64Ki".
 # Only units that mean the same everywhere, dask's `parse_bytes` included: with "i"
@@ -67,6 +67,17 @@ def parse_threads(text: str) -> int:
     return int(stripped)
 
 
+_SWITCH = {"1": 1, "on": 1, "true": 1, "yes": 1, "0": 0, "off": 0, "false": 0, "no": 0}
+
+
+def parse_switch(text: str) -> int:
+    """1 for ``1``/``on``/``true``/``yes``, 0 for ``0``/``off``/``false``/``no`` (any case)."""
+    value = _SWITCH.get(text.strip().lower())
+    if value is None:
+        raise ValueError("not one of 1, 0, on, off, true, false, yes, no")
+    return value
+
+
 def _apply(
     variable: str, parse: Callable[[str], int], apply: Callable[[int], None], default: str
 ) -> None:
@@ -84,6 +95,8 @@ def _apply(
 
 
 def apply_environment() -> None:
-    """Apply ``NDGATHER_NUM_THREADS`` and ``NDGATHER_POOL_BYTES``, warning about bad values."""
+    """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES`` and ``NDGATHER_PREFAULT``,
+    warning about bad values."""
     _apply("NDGATHER_NUM_THREADS", parse_threads, set_num_threads, "every CPU")
     _apply("NDGATHER_POOL_BYTES", parse_bytes, set_pool_limit, "the default of 1 GiB")
+    _apply("NDGATHER_PREFAULT", parse_switch, lambda on: set_prefault(bool(on)), "on")

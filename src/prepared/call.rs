@@ -304,6 +304,22 @@ impl PreparedCall<'_> {
     }
 }
 
+/// A prepared call's rows for [`crate::pages::prefault`]: its positions'
+/// offsets (in address order where the positions are).
+impl crate::pages::RowOffsets for PreparedCall<'_> {
+    fn offsets(&self, start: usize, out: &mut [isize]) -> bool {
+        with_words!(self, p, Z => self.fill_offsets::<_, Z>(&p[start..start + out.len()], out));
+        true
+    }
+}
+
+impl<'a> PreparedCall<'a> {
+    /// The plan of the call (its rows, slice and output).
+    pub fn plan(&self) -> &Plan<'a> {
+        &self.plan
+    }
+}
+
 /// The buffer a task of an address-order gather copies a block into before
 /// scattering it: within the L1 cache.
 const SCATTER_BUFFER_BYTES: usize = 16 << 10;

@@ -9,8 +9,9 @@ use super::args::{mode_arg, Op};
 use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
-use super::mapped::{prefault_for, read_error};
+use super::mapped::bring_in;
 use super::rows::try_take_rows;
+use crate::pages::OneShot;
 use crate::plan::plan_op;
 use crate::Mode;
 
@@ -38,8 +39,6 @@ pub(crate) fn gather<'py>(
             return Ok(result);
         }
     }
-    let mapped = prefault_for(data);
-    let given = data;
     let data = data_array(data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.
@@ -59,12 +58,7 @@ pub(crate) fn gather<'py>(
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
     }
-    if let Some(how) = mapped {
-        let plan = &plan;
-        data.py()
-            .detach(move || plan.prefault(mode, how))
-            .map_err(|e| read_error(e, given))?;
-    }
+    bring_in(&data, &plan, &OneShot { plan: &plan, mode })?;
     let result = Planned {
         shape: plan.out_shape(),
         bytes: plan.out_bytes(),

@@ -253,6 +253,20 @@ fn pool_bytes_py() -> usize {
     crate::pool::held_bytes()
 }
 
+/// Whether gathers from an array in a file mapping (``numpy.memmap``, ...)
+/// first read the pages they need with many reads in flight (``True``, the
+/// default) or leave each to a page fault of the copy (``False``).
+#[pyfunction(name = "set_prefault")]
+fn set_prefault_py(on: bool) {
+    crate::pages::set_prefault(on);
+}
+
+/// See ``set_prefault``.
+#[pyfunction(name = "get_prefault")]
+fn get_prefault_py() -> bool {
+    crate::pages::prefault_enabled()
+}
+
 /// Returns every buffer the pool holds to the operating system; the number
 /// of bytes released. Live results are not affected.
 #[pyfunction(name = "release_pool")]
@@ -272,10 +286,10 @@ mod _core {
             cast_dtype_py, chunks_touched_py, gather_chunks_py, gather_layout_py, snapshot_py,
         },
         dequantize::gather_block_quantized_py,
-        gather_with_rules_py, get_num_threads_py, get_pool_limit_py, pool_bytes_py,
-        prepare_gather_nd_py, prepare_gather_py,
+        gather_with_rules_py, get_num_threads_py, get_pool_limit_py, get_prefault_py,
+        pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
         prepared::{prepared_from_state, PreparedGather},
-        release_pool_py, set_num_threads_py, set_pool_limit_py,
+        release_pool_py, set_num_threads_py, set_pool_limit_py, set_prefault_py,
     };
 
     // What `init` uses of this file (`mod.rs`).

@@ -14,6 +14,7 @@ use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
+use super::mapped::bring_in;
 use crate::prepared::{Positions, Prepared};
 use crate::{num_threads, GatherError, IndexType, Mode, Operator};
 
@@ -103,6 +104,7 @@ impl PreparedGather {
         if let Some(cast) = cast {
             call = call.with_cast(cast)?;
         }
+        bring_in(&data, call.plan(), &call)?;
         let result = Planned {
             shape: call.out_shape(),
             bytes: call.out_bytes(),
