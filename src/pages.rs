@@ -73,11 +73,15 @@ const SAMPLE_BYTES: usize = 128 * 1024;
 static COLD_TABLES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 
 fn cold(table: usize) -> bool {
-    COLD_TABLES.iter().any(|t| t.load(Ordering::Relaxed) == table)
+    COLD_TABLES
+        .iter()
+        .any(|t| t.load(Ordering::Relaxed) == table)
 }
 
 fn mark(table: usize, missing: bool) {
-    let slot = COLD_TABLES.iter().find(|t| t.load(Ordering::Relaxed) == table);
+    let slot = COLD_TABLES
+        .iter()
+        .find(|t| t.load(Ordering::Relaxed) == table);
     match (slot, missing) {
         (Some(t), false) => t.store(0, Ordering::Relaxed),
         (None, true) => {
@@ -150,21 +154,33 @@ impl<'p> Reads<'p> {
         self.first.wrapping_add_signed(offset + self.lo)
     }
 
-    /// Whether a sample of the rows, and the table's last page, are
-    /// resident. A bad index counts as resident: the copy reports it.
-    fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> bool {
+    /// Whether the table's last page and a sample of the rows are
+    /// resident. The last page is populated too (mapped, with no read where
+    /// it is resident): `mincore` may count pages past a file's end as
+    /// resident (the rest of a large folio cut by a truncation), populating
+    /// never does, so a file cut anywhere below the table fails here. A
+    /// bad index counts as resident: the copy reports it.
+    fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
+        if !resident(self.last_page, 1, self.page, vec) {
+            return Ok(false);
+        }
+        populate(&[(self.last_page, 1)], self.page)?;
         let n = self.plan.n_rows;
         let samples = (self.plan.out_bytes / SAMPLE_BYTES).clamp(1, SAMPLE).min(n);
         let step = n / samples;
         let mut one = [0isize; 1];
-        resident(self.last_page, 1, self.page, vec)
-            && (0..samples).all(|i| {
-                !rows.offsets(i * step, &mut one) || one[0] == ZERO_FILL || {
-                    let a = self.start(one[0]);
-                    let first = a / self.page;
-                    resident(first, (a + self.len - 1) / self.page + 1 - first, self.page, vec)
-                }
-            })
+        Ok((0..samples).all(|i| {
+            !rows.offsets(i * step, &mut one) || one[0] == ZERO_FILL || {
+                let a = self.start(one[0]);
+                let first = a / self.page;
+                resident(
+                    first,
+                    (a + self.len - 1) / self.page + 1 - first,
+                    self.page,
+                    vec,
+                )
+            }
+        }))
     }
 
     /// The runs of pages `(first, count)` the rows read and the table's
@@ -208,7 +224,7 @@ pub(crate) fn prefault(
         return Ok(());
     };
     let mut vec = Vec::new();
-    if !cold(reads.table()) && reads.sample_resident(rows, &mut vec) {
+    if !cold(reads.table()) && reads.sample_resident(rows, &mut vec)? {
         return Ok(());
     }
     detach(&|| {
@@ -216,11 +232,17 @@ pub(crate) fn prefault(
             return Ok(());
         };
         let mut vec = Vec::new();
-        let missing: Vec<(usize, usize)> = runs
+        let last = runs.last().copied();
+        let mut missing: Vec<(usize, usize)> = runs
             .into_iter()
             .filter(|&(p, n)| !resident(p, n, reads.page, &mut vec))
             .collect();
         mark(reads.table(), !missing.is_empty());
+        // The run of the table's last page is populated whatever `mincore`
+        // says (see `sample_resident`).
+        if last.is_some() && missing.last() != last.as_ref() {
+            missing.extend(last);
+        }
         read_in(&missing, reads.page)
     })
 }
@@ -271,28 +293,38 @@ const MADV_POPULATE_READ: libc::c_int = 22;
 /// reads are then only queued, and the copy waits for them in its faults.
 static NO_POPULATE: AtomicBool = AtomicBool::new(false);
 
+/// `madvise(advice)` on a run of pages.
+fn advise((first, count): (usize, usize), page: usize, advice: libc::c_int) -> io::Result<()> {
+    // SAFETY: advice on pages of `data`'s mapping, which the plan borrows:
+    // WILLNEED starts reads, POPULATE_READ faults the pages in for reading
+    // (reporting a read past the file's end as an error rather than a
+    // signal); neither changes any contents.
+    let rc = unsafe { libc::madvise((first * page) as *mut libc::c_void, count * page, advice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Queues a read of every run, then waits for them and maps them.
 fn read_in(runs: &[(usize, usize)], page: usize) -> io::Result<()> {
-    let advise = |&(p, n): &(usize, usize), advice| {
-        // SAFETY: advice on pages of `data`'s mapping, which the plan
-        // borrows: WILLNEED starts reads, POPULATE_READ faults the pages in
-        // for reading (reporting a read past the file's end as an error
-        // rather than a signal); neither changes any contents.
-        let rc = unsafe { libc::madvise((p * page) as *mut libc::c_void, n * page, advice) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    };
     // Only advice: a refusal (memory that is not a file's) leaves the
     // reads to the populate step or the copy.
-    runs.iter().for_each(|r| drop(advise(r, libc::MADV_WILLNEED)));
+    for &r in runs {
+        drop(advise(r, page, libc::MADV_WILLNEED));
+    }
+    populate(runs, page)
+}
+
+/// Maps every run for reading, waiting for reads in flight; `EFAULT` for
+/// a page past the file's end, or the read's error.
+fn populate(runs: &[(usize, usize)], page: usize) -> io::Result<()> {
     if NO_POPULATE.load(Ordering::Relaxed) {
         return Ok(());
     }
-    for r in runs {
-        match advise(r, MADV_POPULATE_READ) {
+    for &r in runs {
+        match advise(r, page, MADV_POPULATE_READ) {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 NO_POPULATE.store(true, Ordering::Relaxed);
                 return Ok(());

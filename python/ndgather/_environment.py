@@ -1,9 +1,10 @@
 """Settings read from the environment once, at import.
 
 ``NDGATHER_NUM_THREADS`` sets the thread count, ``NDGATHER_POOL_BYTES`` the result pool's
-limit and ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first. No value may break ``import ndgather``: one that cannot be used warns once, naming the
-variable and the value, and the default stays. This module only reads the text; the range
-checks are those of ``set_num_threads`` and ``set_pool_limit``.
+limit and ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first. No
+value may break ``import ndgather``: one that cannot be used warns once, naming the variable
+and the value, and the default stays. This module only reads the text; the range checks are
+those of ``set_num_threads`` and ``set_pool_limit``.
 """
 
 from __future__ import annotations

@@ -11,10 +11,13 @@ use super::args::mode_arg;
 use super::arrays::view;
 use super::casts::scalar;
 use super::deliver::fresh;
+use super::mapped::Mapping;
+use crate::pages::OneShot;
+use crate::plan::{plan_op, Operator};
 use crate::quantized::{
     block_quantized_out_shape, gather_block_quantized, BlockQuantized, Codes, Indices, ScaleType,
 };
-use crate::{num_threads, GatherError, IndexType, Scalar};
+use crate::{num_threads, GatherError, IndexType, Mode, Scalar};
 
 /// The bytes of a C-contiguous array.
 fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a [u8]> {
@@ -22,6 +25,27 @@ fn contiguous<'a>(a: &'a Bound<'_, PyUntypedArray>, what: &str) -> PyResult<&'a 
         return Err(GatherError::InvalidArgument(format!("{what} must be C-contiguous")).into());
     }
     Ok(view(a)?.bytes)
+}
+
+/// Brings in the pages of `arr` (in `mapping`) a gather along `axis` of it
+/// (as stored) reads: the rows of the codes, scales or zero points the call
+/// dequantises. Left to the copy where no such gather plans.
+fn bring_in_rows(
+    mapping: &Mapping<'_>,
+    arr: &Bound<'_, PyUntypedArray>,
+    indices: &Bound<'_, PyUntypedArray>,
+    ty: IndexType,
+    axis: usize,
+    mode: Mode,
+) -> PyResult<()> {
+    let op = Operator::Gather {
+        axis: axis as i64,
+        batch_dims: 0,
+    };
+    match plan_op(op, view(arr)?, view(indices)?, ty, None) {
+        Ok(plan) => mapping.bring_in(&plan, &OneShot { plan: &plan, mode }),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The `TypeError` for an array of a dtype the call does not take.
@@ -114,6 +138,18 @@ pub(crate) fn gather_block_quantized_py<'py>(
         mode,
         num_threads(),
     )?;
+    // Arrays in a file mapping: held open to the end of the call, and the
+    // rows the gather reads brought in first.
+    let mut held = Vec::new();
+    for arr in [Some(data), Some(scales), zero_points]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(m) = Mapping::of(arr)? {
+            bring_in_rows(&m, arr, indices, ty, gather_axis, mode)?;
+            held.push(m);
+        }
+    }
     let n_bytes = out_shape
         .iter()
         .try_fold(sdtype.itemsize(), |a, &d| a.checked_mul(d))

@@ -9,7 +9,7 @@ use super::args::{mode_arg, Op};
 use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
-use super::mapped::bring_in;
+use super::mapped::Mapping;
 use super::rows::try_take_rows;
 use crate::pages::OneShot;
 use crate::plan::plan_op;
@@ -40,6 +40,8 @@ pub(crate) fn gather<'py>(
         }
     }
     let data = data_array(data)?;
+    // Held to the end of the call: the mapping cannot close under the copy.
+    let mapping = Mapping::of(&data)?;
     let target = target.transpose()?;
     // A cast refused is raised before the indices' errors.
     if let Some(target) = &target {
@@ -58,7 +60,9 @@ pub(crate) fn gather<'py>(
     if let Some(cast) = cast {
         plan = plan.with_cast(cast)?;
     }
-    bring_in(&data, &plan, &OneShot { plan: &plan, mode })?;
+    if let Some(m) = &mapping {
+        m.bring_in(&plan, &OneShot { plan: &plan, mode })?;
+    }
     let result = Planned {
         shape: plan.out_shape(),
         bytes: plan.out_bytes(),

@@ -14,7 +14,7 @@ use super::arrays::{data_array, index_array, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
-use super::mapped::bring_in;
+use super::mapped::Mapping;
 use crate::prepared::{Positions, Prepared};
 use crate::{num_threads, GatherError, IndexType, Mode, Operator};
 
@@ -97,6 +97,8 @@ impl PreparedGather {
         // dtype as converted, before the shape is checked.
         let target = dtype.map(|d| target_dtype(d, data));
         let data = data_array(data)?;
+        // Held to the end of the call: the mapping cannot close under the copy.
+        let mapping = Mapping::of(&data)?;
         let target = target.transpose()?;
         let (dtype, cast) = cast_for(target.as_ref(), &data.dtype())?;
         let dview = view(&data)?;
@@ -104,7 +106,9 @@ impl PreparedGather {
         if let Some(cast) = cast {
             call = call.with_cast(cast)?;
         }
-        bring_in(&data, call.plan(), &call)?;
+        if let Some(m) = &mapping {
+            m.bring_in(call.plan(), &call)?;
+        }
         let result = Planned {
             shape: call.out_shape(),
             bytes: call.out_bytes(),

@@ -1,4 +1,5 @@
-"""NDGATHER_NUM_THREADS and NDGATHER_POOL_BYTES: read at import, and no value breaks it."""
+"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES and NDGATHER_PREFAULT: read at import, and no value
+breaks it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ def _import_with(variable: str, value: str) -> tuple[str, str]:
     """Import ndgather in a child with ``variable=value``; its stdout and stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
     env[variable] = value
-    code = "import ndgather; print(ndgather.get_num_threads(), ndgather.get_pool_limit())"
+    code = (
+        "import ndgather; "
+        "print(ndgather.get_num_threads(), ndgather.get_pool_limit(), ndgather.get_prefault())"
+    )
     proc = subprocess.run(
         [sys.executable, "-W", "always", "-c", code],
         env=env,
@@ -67,6 +71,24 @@ def test_a_bad_pool_size_warns_once_and_falls_back(value: str) -> None:
     assert got.split()[1] == str(1 << 30)
     assert stderr.count("RuntimeWarning") == 1, stderr
     assert f"NDGATHER_POOL_BYTES={value!r}" in stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("0", False), ("off", False), (" No ", False), ("FALSE", False), ("1", True), ("on", True)],
+)
+def test_prefault_takes_a_switch(value: str, on: bool) -> None:
+    got, stderr = _import_with("NDGATHER_PREFAULT", value)
+    assert got.split()[2] == str(on)
+    assert "Warning" not in stderr
+
+
+@pytest.mark.parametrize("value", ["2", "maybe", "offf"])
+def test_a_bad_prefault_switch_warns_once_and_stays_on(value: str) -> None:
+    got, stderr = _import_with("NDGATHER_PREFAULT", value)
+    assert got.split()[2] == "True"
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_PREFAULT={value!r}" in stderr
 
 
 def test_apply_environment_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
