@@ -337,7 +337,12 @@ fn populate(runs: &[(usize, usize)], page: usize) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::page_runs;
+    use super::{page_runs, page_size, prefault, resident, OneShot};
+    use crate::mode::Mode;
+    use crate::plan::plan_gather;
+    use crate::test_support::view;
+    use crate::IndexType;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn runs_merge_adjacent_and_overlapping_pages() {
@@ -345,5 +350,52 @@ mod tests {
         assert_eq!(page_runs(&mut a, 200, 4096), vec![(0, 3), (4, 1)]);
         let mut b = vec![4090];
         assert_eq!(page_runs(&mut b, 10, 4096), vec![(0, 2)]);
+    }
+
+    /// A table of 64 one-page rows mapped from a file: a gather's pages are
+    /// resident after `prefault`, and a file cut below the table fails it.
+    #[test]
+    fn a_mapped_table_is_read_in_and_a_cut_file_is_an_error() {
+        let page = page_size();
+        let rows = 64;
+        let path = std::env::temp_dir().join(format!("ndgather-pages-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; rows * page]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: a fresh shared read-only mapping of the whole file, unmapped
+        // below; nothing writes the file while it is read.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                rows * page,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: the mapping holds `rows * page` readable bytes until munmap.
+        let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, rows * page) };
+        let (shape, strides) = ([rows, page], [page as isize, 1]);
+        let ids: Vec<u8> = [5i64, 63, 0].iter().flat_map(|i| i.to_ne_bytes()).collect();
+        let data = view(bytes, &shape, &strides, 1);
+        let plan = plan_gather(data, view(&ids, &[3], &[8], 8), IndexType::I64, 0, 0).unwrap();
+        let rows_of = OneShot {
+            plan: &plan,
+            mode: Mode::Raise,
+        };
+        prefault(&plan, &rows_of, |read| read()).unwrap();
+        let first = p as usize / page;
+        let mut vec = Vec::new();
+        for row in [0, 5, 63] {
+            assert!(resident(first + row, 1, page, &mut vec), "row {row}");
+        }
+        let cut = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        cut.set_len((rows as u64 - 2) * page as u64).unwrap();
+        let e = prefault(&plan, &rows_of, |read| read()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        // SAFETY: the mapping made above; `bytes` and `plan` are not used after.
+        unsafe { libc::munmap(p, rows * page) };
+        std::fs::remove_file(&path).unwrap();
     }
 }
