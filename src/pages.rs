@@ -154,16 +154,13 @@ impl<'p> Reads<'p> {
         self.first.wrapping_add_signed(offset + self.lo)
     }
 
-    /// Whether the table's last page and a sample of the rows are
-    /// resident. The last page is populated too (mapped, with no read where
-    /// it is resident): `mincore` may count pages past a file's end as
-    /// resident (the rest of a large folio cut by a truncation), populating
-    /// never does, so a file cut anywhere below the table fails here. A
-    /// bad index counts as resident: the copy reports it.
+    /// Whether a sample of the rows is resident, once the table's last page
+    /// is populated (mapped; read first if it is not resident, one page):
+    /// a file cut anywhere below the table fails there, where `mincore` may
+    /// count pages past a file's end as resident (the rest of a large folio
+    /// cut by a truncation). A bad index counts as resident: the copy
+    /// reports it.
     fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
-        if !resident(self.last_page, 1, self.page, vec) {
-            return Ok(false);
-        }
         populate(&[(self.last_page, 1)], self.page)?;
         let n = self.plan.n_rows;
         let samples = (self.plan.out_bytes / SAMPLE_BYTES).clamp(1, SAMPLE).min(n);
