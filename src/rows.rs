@@ -90,6 +90,7 @@ pub struct RowTable<'a> {
 /// release the GIL for a large one: the ids are not read again). Every id
 /// is checked before anything is written: on [`Declined`], `out` is
 /// untouched and `run` is not called.
+#[inline(always)] // into its one caller per id type, as the planner-free path needs every instruction
 pub fn take_tuples_in<I: RowId>(
     table: RowTable<'_>,
     ids: &[I],

@@ -16,14 +16,17 @@ use pyo3::PyTypeInfo;
 
 use super::arrays::numpy_asarray;
 use super::errors::gather_index_error;
+use super::mapped::fill_types;
 
 /// Fills every lazily filled cell a call of `module`'s functions may read.
 pub(crate) fn fill(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     // Ours: `numpy.asarray`, for inputs that are not arrays.
     numpy_asarray(py)?;
-    // Ours: the class of an out-of-range index's exception.
+    // Ours: the class of an out-of-range index's exception, and
+    // the types a table in a file mapping is found by.
     gather_index_error(py)?;
+    fill_types(py)?;
     // rust-numpy's: NumPy's C API table (`PY_ARRAY_API`), the names of the
     // modules it comes from, and NumPy's C API version; every array check,
     // dtype query and new array reads them.
