@@ -59,12 +59,15 @@ impl RowOffsets for OneShot<'_> {
 const BATCH: usize = 1024;
 
 /// Rows tested when no recent call on the table found a page missing: if
-/// each is resident (and the table's last page), the call is taken as warm
-/// and nothing more is asked of the kernel. A `mincore` costs about half a
-/// microsecond, as much as copying a few rows: one per 128 KiB of output,
-/// at most this many, keeps a warm call's test under a tenth of its copy.
-const SAMPLE: usize = 8;
-const SAMPLE_BYTES: usize = 128 * 1024;
+/// each is resident, the call is taken as warm and nothing more is asked of
+/// the kernel. A `mincore` of one page costs about 0.4 us and populating
+/// the table's last page 0.3 us (Intel Xeon VM, docs/performance.md), as
+/// much as copying 50 KiB warm: one row per 512 KiB of output, at most
+/// this many, keeps the test near 5% of a warm call's copy. (A table that
+/// is partly cold is found by the first call whose sample misses; its
+/// calls then test every page.)
+const SAMPLE: usize = 4;
+const SAMPLE_BYTES: usize = 512 * 1024;
 
 /// Tables (by the address of their first byte) on which a recent call found
 /// pages missing: a table half in memory (larger than memory, or cooling)
