@@ -1,7 +1,10 @@
 //! Every cache hint and store fence of the crate, and the sizes that decide
 //! how far a hint reaches: the one place a retune of the memory-system
-//! constants (issue 31) has to find. The loops that issue the hints stay
+//! constants (issue 31) has to find; the sizes that depend on the caches
+//! are derived from the running machine's (`machine`). The loops that issue the hints stay
 //! with their paths; the hints themselves are issued only here.
+
+use crate::machine::tuning;
 
 /// The cache line of every x86-64 core: hints are one a line.
 pub(crate) const LINE: usize = 64;
@@ -9,12 +12,6 @@ pub(crate) const LINE: usize = 64;
 /// At most this many bytes of a slice are prefetched: longer slices are
 /// streamed well by the hardware prefetcher once started.
 pub(crate) const PREFETCH_MAX: usize = 1024;
-
-/// Outputs from this size on are written with non-temporal stores where
-/// the loop allows: a store that misses the cache first reads its line
-/// (write-allocate), so every output byte would cross the memory bus twice;
-/// the size of a server's last-level cache.
-pub(crate) const STREAM_MIN_OUT_BYTES: usize = 16 << 20;
 
 /// Cache lines a long call (see [`Ahead`]) keeps requested ahead of the row
 /// it copies: random rows of a large array are latency-bound, and more
@@ -28,12 +25,9 @@ pub(crate) const NEAR_PREFETCH_LINES: usize = 32;
 /// Rows from which a call is long (prefetches [`PREFETCH_LINES`] into L2).
 pub(crate) const FAR_MIN_ROWS: usize = 16 * 1024;
 
-/// A `data` of this size is well beyond the last-level cache (twice a
-/// server's 32 MiB), so even a service-sized batch of rows is mostly misses
-/// and a call of [`FAR_MIN_ROWS_HUGE`] rows counts as long.
-pub(crate) const FAR_MIN_DATA_BYTES: usize = 64 << 20;
-
-/// Rows from which a call from a [`FAR_MIN_DATA_BYTES`] `data` is long.
+/// Rows from which a call from a `data` beyond the last-level cache
+/// (`machine::Tuning::far_min_data_bytes`) is long: even a service-sized
+/// batch of its rows is mostly misses.
 pub(crate) const FAR_MIN_ROWS_HUGE: usize = 256;
 
 /// How a copy loop prefetches, a const parameter of the loops (a test per
@@ -62,7 +56,7 @@ impl Ahead {
     pub(crate) fn new(prefetch: bool, rows: usize, data_bytes: usize, width: usize) -> Ahead {
         let far = prefetch
             && (rows >= FAR_MIN_ROWS
-                || (rows >= FAR_MIN_ROWS_HUGE && data_bytes >= FAR_MIN_DATA_BYTES));
+                || (rows >= FAR_MIN_ROWS_HUGE && data_bytes >= tuning().far_min_data_bytes));
         let w = width.clamp(1, PREFETCH_MAX);
         let ahead = if far {
             // A slice whose width divides a line or is a multiple of one

@@ -25,6 +25,7 @@ mod hints;
 mod index;
 mod kernel;
 mod layout;
+mod machine;
 mod mode;
 mod mover;
 #[cfg(target_arch = "x86_64")]

@@ -13,8 +13,9 @@
 
 use crate::convert::Cast;
 use crate::error::{GatherError, Result};
-use crate::hints::{Ahead, STREAM_MIN_OUT_BYTES};
+use crate::hints::Ahead;
 use crate::index::IndexType;
+use crate::machine::tuning;
 use smallvec::SmallVec;
 
 use crate::layout::{ArrayView, Dims, SliceLayout};
@@ -109,11 +110,14 @@ const STREAM_MIN_SLICE_BYTES: usize = 256;
 /// Whether a plan writes its output with non-temporal stores.
 pub(crate) fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
     matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= STREAM_MIN_SLICE_BYTES)
-        && out_bytes >= STREAM_MIN_OUT_BYTES
+        && out_bytes >= tuning().stream_min_out_bytes
 }
 
-/// Above this, `data` is unlikely to sit in a core's L2 cache.
-const PREFETCH_MIN_DATA_BYTES: usize = 4 << 20;
+/// Whether a copy from `data` of `data_bytes` prefetches its rows: beyond
+/// a core's L2 cache (`machine`).
+pub(crate) fn prefetches(data_bytes: usize) -> bool {
+    data_bytes > tuning().prefetch_min_data_bytes
+}
 
 impl Plan<'_> {
     /// How far ahead, and into which cache, a copy of this plan's slices

@@ -3,9 +3,7 @@
 
 use smallvec::SmallVec;
 
-use super::{
-    distinct_positions, streams, Operator, Plan, Shape, TupleAxis, PREFETCH_MIN_DATA_BYTES,
-};
+use super::{distinct_positions, prefetches, streams, Operator, Plan, Shape, TupleAxis};
 use crate::error::{fmt_tuple, Result};
 use crate::index::IndexType;
 use crate::layout::{coalesce, ArrayView, Dim, Dims, SliceLayout};
@@ -160,7 +158,7 @@ pub(crate) fn plan_op<'a>(
         out_bytes,
         is_nd,
         batch_dims: b,
-        prefetch: data.bytes.len() > PREFETCH_MIN_DATA_BYTES,
+        prefetch: prefetches(data.bytes.len()),
         // What `reject_negative_indices` and `with_cast` change.
         wrap_negative: true,
         cast: None,

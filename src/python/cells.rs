@@ -27,6 +27,9 @@ pub(crate) fn fill(module: &Bound<'_, PyModule>) -> PyResult<()> {
     // the types a table in a file mapping is found by.
     gather_index_error(py)?;
     fill_types(py)?;
+    // Ours, in the core: the thresholds derived from the machine's caches
+    // (a std `OnceLock`, whose filling a fork must not catch half done).
+    crate::machine::tuning();
     // rust-numpy's: NumPy's C API table (`PY_ARRAY_API`), the names of the
     // modules it comes from, and NumPy's C API version; every array check,
     // dtype query and new array reads them.

@@ -5,7 +5,8 @@ use super::decode::{prefetch_bytes, Decode, NibbleCodes, PackedCodes, TableCodes
 use super::geometry::Geometry;
 use super::{BlockQuantized, Codes, Indices};
 use crate::error::Result;
-use crate::hints::{fence, STREAM_MIN_OUT_BYTES};
+use crate::hints::fence;
+use crate::machine::tuning;
 use crate::offsets::resolve;
 use crate::real::Real;
 use crate::split::split_rows;
@@ -30,7 +31,7 @@ pub(super) fn run<R: Real>(
                 bits,
                 zero_points: q.zero_points,
                 blocks: geo.blocks,
-                stream: geo.rows * geo.row * R::WIDTH >= STREAM_MIN_OUT_BYTES,
+                stream: geo.rows * geo.row * R::WIDTH >= tuning().stream_min_out_bytes,
             };
             split::<R, _>(q.scales, geo, indices, &d, out, threads);
         }
