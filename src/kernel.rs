@@ -89,16 +89,44 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
     out: &mut [u8],
     n: usize,
 ) -> Result<(), BadRow> {
+    let mut od = Odometer::new(&plan.rows, start);
+    let fill = |offsets: &mut [isize], chunk: usize, ahead: usize| {
+        // SAFETY: the rounds ask for the offsets of rows start.. start+n in
+        // order, which exist (caller).
+        unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, offsets)? };
+        if ahead > 0 {
+            // The chunk after next: the next one's indices are on their way.
+            prefetch_index_rows(plan, &od, chunk, chunk);
+        }
+        Ok(())
+    };
+    // SAFETY: forwarded from the caller; `fill` gives `plan`'s offsets.
+    unsafe { copy_in_rounds::<ZERO, B>(plan, out, n, fill) }
+}
+
+/// Copies `n` rows into `out`, their offsets given in order by `fill`, a
+/// chunk at a time (`fill(offsets, chunk, ahead)` fills `offsets`: the
+/// next rows'). The copy prefetches `ahead` rows ahead, so the offsets of
+/// `ahead` more rows than it copies must be known: each round computes a
+/// chunk of offsets and copies the rows that have `ahead` computed rows
+/// after them (all, at the end). Small chunks keep the prefetches going
+/// while the offsets are computed, instead of letting them drain at each
+/// block's end. The one loop of the one-shot and prepared copies.
+///
+/// # Safety
+/// `fill` gives offsets as `Plan::row_offsets` on `plan` with the same
+/// `ZERO` does; `out.len() == n * plan.slice_bytes`; `out` does not
+/// overlap `data`.
+#[inline(always)]
+pub(crate) unsafe fn copy_in_rounds<const ZERO: bool, const B: usize>(
+    plan: &Plan<'_>,
+    out: &mut [u8],
+    n: usize,
+    mut fill: impl FnMut(&mut [isize], usize, usize) -> Result<(), BadRow>,
+) -> Result<(), BadRow> {
     let sb = plan.slice_bytes;
-    // The copy prefetches `ahead` rows ahead, so the offsets of `ahead` more
-    // rows than it copies must be known: each round computes a chunk of
-    // offsets and copies the rows that have `ahead` computed rows after
-    // them (all, at the end). Small chunks keep the prefetches going while
-    // the offsets are computed, instead of letting them drain at each
-    // block's end.
     let ahead = plan.lookahead().min(B / 2);
     let chunk = if ahead == 0 || n <= B { B } else { CHUNK };
-    let mut od = Odometer::new(&plan.rows, start);
     let mut offsets = [0isize; B];
     // Rows copied; rows whose offsets are computed; where row `done`'s
     // offset is: rows done..computed wait in offsets[first..].
@@ -113,12 +141,7 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
         }
         let at = first + pending;
         let len = chunk.min(n - computed);
-        // SAFETY: rows start+computed .. start+computed+len exist (caller).
-        unsafe { compute_offsets::<T, CLIP, ZERO>(plan, &mut od, &mut offsets[at..at + len])? };
-        if ahead > 0 {
-            // The chunk after next: the next one's indices are on their way.
-            prefetch_index_rows(plan, &od, chunk, chunk);
-        }
+        fill(&mut offsets[at..at + len], chunk, ahead)?;
         computed += len;
         pending += len;
         let count = if computed == n {
@@ -131,7 +154,8 @@ unsafe fn gather_rows_in<T: IndexElem, const CLIP: bool, const ZERO: bool, const
             prefetch_first::<ZERO>(plan, block);
             primed = true;
         }
-        // SAFETY: these rows occupy out[done*sb .. (done+count)*sb].
+        // SAFETY: these rows occupy out[done*sb .. (done+count)*sb], and
+        // their offsets are `plan`'s (caller).
         unsafe { move_block::<ZERO>(plan, block, count, out.as_mut_ptr().add(done * sb)) };
         first += count;
         done += count;

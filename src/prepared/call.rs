@@ -6,8 +6,7 @@ use super::positions::{Positions, Word};
 use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
-use crate::hints::fence;
-use crate::kernel::BLOCK;
+use crate::kernel::{copy_in_rounds, BLOCK};
 use crate::layout::{coalesce, ArrayView, Dim, Dims};
 use crate::mode::Mode;
 use crate::mover::move_block;
@@ -176,19 +175,15 @@ impl PreparedCall<'_> {
             .map_err(|BadRow| GatherError::IndicesModified)
     }
 
-    /// Copies rows `start..` (as many as `out` holds) from their positions.
+    /// Copies rows `start..` (as many as `out` holds) from their positions,
+    /// by the one-shot copy's loop (`kernel::copy_in_rounds`): the same
+    /// prefetches ahead, across blocks too.
     fn copy_rows<W: Word, const ZERO: bool>(&self, positions: &[W], start: usize, out: &mut [u8]) {
-        let sb = self.plan.slice_bytes;
-        let n = out.len() / sb;
+        let n = out.len() / self.plan.slice_bytes;
         if n <= SMALL_BLOCK {
             self.copy_rows_in::<W, ZERO, SMALL_BLOCK>(&positions[start..start + n], out);
         } else {
             self.copy_rows_in::<W, ZERO, BLOCK>(&positions[start..start + n], out);
-        }
-        if self.plan.stream {
-            // Our non-temporal stores must be visible before this task
-            // reports itself done (as in `kernel`).
-            fence();
         }
     }
 
@@ -198,38 +193,34 @@ impl PreparedCall<'_> {
         positions: &[W],
         out: &mut [u8],
     ) {
-        let sb = self.plan.slice_bytes;
-        let mut offsets = [0isize; B];
-        for (i, block) in positions.chunks(B).enumerate() {
-            let offsets = &mut offsets[..block.len()];
-            self.fill_offsets::<W, ZERO>(block, offsets);
-            // SAFETY: copy_block needs each offset to be the start of a
-            // slice of `data` (or the zero-fill marker in a ZERO call), and
-            // room for the block's rows at `out + i * B * sb`.
-            // - Every position that is not the marker is below the count of
-            //   leading elements of the prepared shape: `Prepared::new` made
-            //   it from a checked index, or `from_parts` checked it. It
-            //   unravels to coordinates inside the leading axes, and
-            //   `Address::offset` is the byte offset of that element in
-            //   `data`, which `bind` checked to have exactly the prepared
-            //   shape and to be a checked view (its plan): with the slice
-            //   axes at any in-range position, an in-range position of a
-            //   checked view, inside its bytes (invariant (b)).
-            // - The marker only appears in a Zero gather (`new` writes it
-            //   for ZERO only, `from_parts` refuses it otherwise), and ZERO
-            //   is set exactly then.
-            // - `out` holds positions.len() rows of `sb` bytes (split_rows
-            //   hands out whole rows), and does not overlap `data` (caller
-            //   of `execute`).
-            unsafe {
-                move_block::<ZERO>(
-                    &self.plan,
-                    offsets,
-                    offsets.len(),
-                    out.as_mut_ptr().add(i * B * sb),
-                )
-            };
-        }
+        let mut rest = positions;
+        let fill = |offsets: &mut [isize], _chunk: usize, _ahead: usize| {
+            let (now, later) = rest.split_at(offsets.len());
+            self.fill_offsets::<W, ZERO>(now, offsets);
+            rest = later;
+            Ok(())
+        };
+        // SAFETY: copy_in_rounds needs each offset to be the start of a
+        // slice of `data` (or the zero-fill marker in a ZERO call), and
+        // room for the rows in `out`.
+        // - Every position that is not the marker is below the count of
+        //   leading elements of the prepared shape: `Prepared::new` made
+        //   it from a checked index, or `from_parts` checked it. It
+        //   unravels to coordinates inside the leading axes, and
+        //   `Address::offset` is the byte offset of that element in
+        //   `data`, which `bind` checked to have exactly the prepared
+        //   shape and to be a checked view (its plan): with the slice
+        //   axes at any in-range position, an in-range position of a
+        //   checked view, inside its bytes (invariant (b)).
+        // - The marker only appears in a Zero gather (`new` writes it
+        //   for ZERO only, `from_parts` refuses it otherwise), and ZERO
+        //   is set exactly then.
+        // - `out` holds positions.len() rows of `sb` bytes (split_rows
+        //   hands out whole rows), and does not overlap `data` (caller
+        //   of `execute`).
+        let copied = unsafe { copy_in_rounds::<ZERO, B>(&self.plan, out, positions.len(), fill) };
+        // `fill` never fails: positions are checked, not read from indices.
+        debug_assert!(copied.is_ok());
     }
 }
 
