@@ -91,9 +91,16 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- the file
 
 
+#: Element ``i`` of the file is ``i % VALUES``: whole numbers below 2**24, exact in float32,
+#: and an odd modulus, so rows of 2**k elements repeat only ``VALUES`` rows apart (beyond
+#: 8 GiB of 512 B rows): a wrong row shows. (``np.arange`` in float32 would not do: past
+#: 2**24 it repeats one value.)
+VALUES = 2**24 - 1
+
+
 def make_file(path: Path, nbytes: int) -> None:
-    """Write ``nbytes`` of float32 ``0, 1, 2, ...`` (rows differ, so a wrong row shows) in
-    chunks, fsync, and leave none of it cached. Kept while its size is right."""
+    """Write ``nbytes`` of float32 (see :data:`VALUES`) in chunks, fsync, and leave none of
+    it cached. Kept while its size is right."""
     if path.exists() and path.stat().st_size == nbytes:
         return
     print(f"writing {nbytes / 2**20:.0f} MiB to {path}", flush=True)
@@ -101,7 +108,7 @@ def make_file(path: Path, nbytes: int) -> None:
     with open(path, "wb") as f:
         for start in range(0, nbytes // 4, CHUNK // 4):
             stop = min(start + CHUNK // 4, nbytes // 4)
-            f.write(np.arange(start, stop, dtype=np.float32).tobytes())
+            f.write((np.arange(start, stop) % VALUES).astype(np.float32).tobytes())
         f.flush()
         os.fsync(f.fileno())
     drop(path)
