@@ -15,12 +15,15 @@ SERVICE_JSON = bench-results/service.json
 CAST_JSON = bench-results/cast.json
 PREPARED_JSON = bench-results/prepared.json
 QUANTIZED_JSON = bench-results/quantized.json
+DISK_JSON = bench-results/disk.json
+# The table's file for `make bench-disk` (4 GiB, kept for the next run; on a real disk, not tmpfs).
+DISK_FILE ?= /tmp/ndgather-bench-disk.f32
 
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZ_SECONDS ?= 300
 
 .PHONY: dev check lint format clean test test-rust stress bench-quick
-.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast bench-prepared bench-quantized fuzz
+.PHONY: bench bench-doc bench-peers bench-access bench-dask bench-service bench-cast bench-prepared bench-quantized bench-disk fuzz
 
 ## dev: build the extension (optimised, quick to rebuild) and install it editable
 dev:
@@ -101,6 +104,7 @@ bench-quick:
 	$(PYTHON) -m benches prepared --quick
 	$(PYTHON) -m benches quantized --quick
 	$(PYTHON) -m benches zarr-floor --quick
+	$(PYTHON) -m benches disk --quick
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
@@ -159,6 +163,15 @@ bench-prepared:
 ## into docs/performance.md
 bench-quantized:
 	$(PYTHON) -m benches quantized --json $(QUANTIZED_JSON) --doc docs/performance.md
+
+## bench-disk: random rows gathered from a 4 GiB float32 file ($(DISK_FILE), written once and
+## reused; delete it after), cold (dropped from the page cache) and warm, 512 B and 4 KiB rows,
+## 64 to 4,096 ids: ndgather (all threads, one, prefault off) against fancy indexing and
+## np.take on np.memmap with and without MADV_RANDOM, and a floor of os.pread from N threads;
+## about 5 minutes and 4 GiB of RAM (an in-memory copy for the warm goal). The table goes into
+## docs/performance.md ("Tables in files")
+bench-disk:
+	$(PYTHON) -m benches disk --file $(DISK_FILE) --json $(DISK_JSON) --doc docs/performance.md
 # --- Release artefacts: `make wheel`, then `make wheel-test` (README, "Development") ---
 BUILD_VENV = .venv-build
 # The interpreter .venv-build is made with (any CPython >= 3.10; abi3 needs none to build).

@@ -24,6 +24,7 @@ SUITES = {
     "quantized": "quantized",
     "dask": "dask_gather",
     "zarr-floor": "zarr_floor",
+    "disk": "disk",
     "builds": "builds",
     "report": "report",
     "plot": "plot",
