@@ -193,6 +193,7 @@ fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize]) {
 
 #[cfg(test)]
 mod tests {
+    use crate::machine::tuning;
     use crate::{plan_gather, ArrayView, IndexType, Mode, Validation};
 
     /// Calls on either side of each offsets-buffer size (16, 128 and 512
@@ -212,17 +213,19 @@ mod tests {
     #[test]
     fn every_row_count_with_prefetch_and_lookahead() {
         for width in [4, 60, 72] {
-            check_row_counts((5 << 20) / width, width, &[1, 17, 513, 3001, 16384, 40001]);
+            let rows = (tuning().prefetch_min_data_bytes + (1 << 20)) / width;
+            check_row_counts(rows, width, &[1, 17, 513, 3001, 16384, 40001]);
         }
     }
 
-    /// Calls of a few hundred to a few thousand rows from a `data` of 64 MiB
-    /// or more, which prefetch far ahead too (`copy::Ahead`): each
+    /// Calls of a few hundred to a few thousand rows from a `data` past the
+    /// machine's far threshold (64 MiB on the AMD kind), which prefetch far
+    /// ahead too (`hints::Ahead`): each
     /// row's first bytes hold its number, the rest is zeros.
     #[test]
     fn service_sized_calls_from_a_huge_data() {
         let width = 128;
-        let rows = (65 << 20) / width;
+        let rows = (tuning().far_min_data_bytes + (1 << 20)) / width;
         let mut data = vec![0u8; rows * width];
         for (r, row) in data.chunks_exact_mut(width).enumerate() {
             row[..8].copy_from_slice(&(r as u64).to_ne_bytes());
@@ -262,7 +265,7 @@ mod tests {
             let d = view(data, &shape[..], &strides[..], 1);
             let i = view(&bytes[..], &ishape[..], &istrides[..], 8);
             let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
-            assert_eq!(plan.prefetch, data.len() > 4 << 20);
+            assert_eq!(plan.prefetch, data.len() > tuning().prefetch_min_data_bytes);
             let validations = [Validation::WhileCopying, Validation::BeforeWriting];
             for (mode, validation) in [Mode::Raise, Mode::Zero, Mode::Clip]
                 .into_iter()
