@@ -124,6 +124,7 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         usable = os.cpu_count() or 0
     info = {
         "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
+        "kind": machine_kind(),
         "caches": _caches(),
         "cores": os.cpu_count(),
         "usable_cores": usable,
@@ -196,13 +197,39 @@ def save(results: Mapping[str, Any], path: Path | None) -> None:
         print(f"wrote {path}")
 
 
+#: The machine kind whose runs of record lie between the plain markers of the docs (the kind
+#: every table was first measured on); another kind's lie between markers named after it,
+#: ``<!-- service table, Intel Xeon model 207 -->``, so that each kind keeps its latest run.
+FIRST_KIND = "AMD EPYC Zen 4"
+
+
+def machine_kind() -> str:
+    """This machine's kind as the docs name its records: ``AMD EPYC Zen 4`` (AMD family 25),
+    ``Intel Xeon model 207``, or the vendor, family and model as ``/proc/cpuinfo`` says."""
+    vendor = _proc_field("/proc/cpuinfo", "vendor_id") or platform.machine()
+    family = _proc_field("/proc/cpuinfo", "cpu family") or "?"
+    model = _proc_field("/proc/cpuinfo", "model") or "?"
+    if vendor == "AuthenticAMD" and family == "25":
+        return FIRST_KIND
+    if vendor == "GenuineIntel":
+        return f"Intel Xeon model {model}"
+    return f"{vendor} family {family} model {model}"
+
+
 def update_doc(path: Path, markdown: str, marker: str) -> None:
-    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``."""
+    """Replace what lies between ``<!-- marker -->`` and ``<!-- /marker -->`` in ``path``, or
+    the markers of this machine's kind (:data:`FIRST_KIND`)."""
+    kind = machine_kind()
+    if kind != FIRST_KIND:
+        marker = f"{marker}, {kind}"
     begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
     text = path.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise SystemExit(f"{path}: no {begin} ... {end} markers")
+        raise SystemExit(
+            f"{path}: no {begin} ... {end} markers (each machine kind keeps its runs of record "
+            "between markers of its own: add them where its table belongs)"
+        )
     block = f"{begin}\n{markdown}\n{end}"
     path.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
     print(f"updated {path}")
