@@ -5,6 +5,7 @@
 
 use super::positions::{count, with_capacity, Word};
 use crate::error::Result;
+use crate::machine::tuning;
 use crate::split::split_rows;
 use crate::threads::Disjoint;
 
@@ -27,9 +28,27 @@ const SORT_MAX_SLICE_ELEMENTS: usize = 8;
 /// the scatter's buffer cost more than they save) ...
 const SORT_MIN_ROWS: usize = 1 << 15;
 
-/// ... from an array of at least this many elements (a smaller one stays
-/// in the caches, where the order of reads matters little).
-const SORT_MIN_ELEMENTS: usize = 1 << 20;
+/// ... from an array beyond the last-level cache: at least
+/// `machine::Tuning::far_min_data_bytes` (twice that cache) were its
+/// elements 4 bytes, the usual table (the shape is all a prepared gather
+/// knows). Within it the reads hit the cache in any order, and the
+/// scatter of the address order costs more than it saves: on the Intel
+/// VM's 260 MiB, 2M points of a 64 MiB array took 0.75x the one-shot time
+/// with the sort's prepare and 1.00x a call, against 1.1-1.3x and
+/// 1.2-1.4x kept in their order (docs/performance.md, "Prepared gathers").
+fn beyond_the_caches(elements: usize) -> bool {
+    #[cfg(test)]
+    if SORT_ANY_SIZE.load(std::sync::atomic::Ordering::Relaxed) {
+        return true;
+    }
+    elements.saturating_mul(4) >= tuning().far_min_data_bytes
+}
+
+/// Set by the tests that exercise the address order on arrays small enough
+/// for a unit test.
+#[cfg(test)]
+pub(super) static SORT_ANY_SIZE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// Positions that differ only in these low bits are left in any order:
 /// 16 slices of at most 8 elements, a few cache lines apart for the usual
@@ -115,7 +134,7 @@ pub(super) fn by_address(
     if slice > SORT_MAX_SLICE_ELEMENTS
         || n < SORT_MIN_ROWS
         || n > u32::MAX as usize
-        || elements.saturating_mul(slice) < SORT_MIN_ELEMENTS
+        || !beyond_the_caches(elements.saturating_mul(slice))
     {
         return Ok(positions);
     }

@@ -3,6 +3,7 @@
 use super::order::{SORT_IGNORED_BITS, SORT_PARALLEL_MIN_ROWS};
 use super::*;
 use crate::test_support::view;
+use crate::Scalar;
 use crate::{plan_gather, plan_gather_nd, Validation};
 
 fn i64_bytes(v: &[i64]) -> Vec<u8> {
@@ -98,6 +99,8 @@ fn matches_one_shot_on_any_strides() {
 /// every mode, on a C-ordered array and on its transpose's view.
 #[test]
 fn address_order_gathers_equal_one_shot() {
+    // An array of 1 MiB takes the address order only when told to.
+    super::order::SORT_ANY_SIZE.store(true, std::sync::atomic::Ordering::Relaxed);
     let shape = [1024usize, 1024];
     let bytes: Vec<u8> = (0..1024 * 1024).map(|v: u32| (v * 7 % 253) as u8).collect();
     let mut t = vec![0u8; bytes.len()];
@@ -150,6 +153,18 @@ fn address_order_gathers_equal_one_shot() {
                         "{mode:?} strides {strides:?}, {threads} threads"
                     );
                 }
+                // A conversion on the way goes through the scatter buffer too.
+                let cast = crate::convert::Cast::new(Scalar::U8, false, Scalar::U16, false);
+                let cast = cast.unwrap();
+                let mut want = vec![0u8; 2 * n];
+                let plan = plan_gather_nd(d, indices, IndexType::I64, 0).unwrap();
+                let plan = plan.with_cast(cast).unwrap();
+                plan.execute(mode, &mut want, Validation::WhileCopying, 2)
+                    .unwrap();
+                let mut got = vec![0xAAu8; 2 * n];
+                let call = p.bind(d).unwrap().with_cast(cast).unwrap();
+                call.execute(&mut got, 2).unwrap();
+                assert!(got == want, "{mode:?} strides {strides:?}, cast");
             }
         }
     }

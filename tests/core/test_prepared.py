@@ -92,8 +92,9 @@ def test_prepare_gather_is_the_one_shot_gather(case: Any) -> None:
     )
 
 
-# Large enough for the address-order path (at least 2**15 rows of at most 8 elements, from
-# at least 2**20 elements) and past the thread split.
+# Past the thread split, and shaped for the address-order path (at least 2**15 rows of at most
+# 8 elements) though smaller than it needs: the address order itself is taken only from arrays
+# beyond the last-level cache, and src/prepared/prepared_tests.rs forces it on a small one.
 LARGE = [
     ("gather_nd", (1024, 1024), 1, 40_000),  # points
     ("gather_nd", (256, 512, 8), 0, 50_000),  # 8-element slices, k = 2
