@@ -430,7 +430,7 @@ unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u
     #[cfg(target_arch = "x86_64")]
     if NT {
         use std::arch::x86_64::*;
-        // SAFETY (all of this block): every load and store is inside the `W` bytes the caller
+        // SAFETY: (all of this block) every load and store is inside the `W` bytes the caller
         // vouches for, and each streaming store of 16 (32) bytes is at `dst` plus a multiple
         // of 16 (32), which the caller's alignment makes aligned as the instruction needs.
         // SSE2 is part of x86-64; AVX only where this is compiled for it.
@@ -576,7 +576,7 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
     let mut ahead_chunks = ahead.chunks_exact(U);
     for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
         for u in 0..U {
-            // SAFETY (both arms): the block at c[u] is readable and the next `block` bytes of
+            // SAFETY: (both arms) the block at c[u] is readable and the next `block` bytes of
             // the output writable (the caller's contract); W == block when W != 0.
             unsafe {
                 if W == 0 {
