@@ -201,14 +201,16 @@ class ReadFloor:
         reps: int | None = None,
     ) -> tuple[ReadSetting, dict[str, float]]:
         """The fastest setting for reading ``count`` blocks ``reps`` times (default: enough
-        repetitions for 200,000 blocks), and the time of each tried (``quick``: two distances,
-        no unrolling: checks that it runs); see :func:`descend`."""
+        repetitions for 200,000 blocks, at most 64 MiB of them), and the time of each tried
+        (``quick``: two distances, no unrolling: checks that it runs); see :func:`descend`."""
         axes = {
             "threads": tuple({"threads": t} for t in sorted({1, threads})),
             "prefetch": prefetch_axis(quick),
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
         }
-        return descend(self.run, self.n, ReadSetting(16, 1, threads), axes, count, tries, reps)
+        return descend(
+            self.run, self.n, self.block, ReadSetting(16, 1, threads), axes, count, tries, reps
+        )
 
 
 def prefetch_axis(quick: bool) -> tuple[dict[str, Any], ...]:
@@ -217,9 +219,7 @@ def prefetch_axis(quick: bool) -> tuple[dict[str, Any], ...]:
     T0 chosen, 1.5x the time of 16 and T1, which the gathers then beat)."""
     distances = (0, 16) if quick else DISTANCES
     hints = ("T0",) if quick else HINTS
-    return tuple(
-        {"distance": d, "hint": h} for d in distances for h in (hints if d else hints[:1])
-    )
+    return tuple({"distance": d, "hint": h} for d in distances for h in (hints if d else hints[:1]))
 
 
 S = Any  # a setting: ReadSetting or GatherSetting (frozen dataclasses with ``label``)
@@ -228,6 +228,7 @@ S = Any  # a setting: ReadSetting or GatherSetting (frozen dataclasses with ``la
 def descend(
     run: Any,
     n: int,
+    block: int,
     best: S,
     axes: dict[str, tuple[dict[str, Any], ...]],
     count: int,
@@ -240,9 +241,12 @@ def descend(
     interleaved, so that a burst of load hits every setting. Each run starts where the last
     one stopped in the cycle of ``n`` offsets, so that with ``reps=1`` over a long cycle every
     run reads blocks the previous ones did not. ``reps`` (default: enough for 200,000 blocks)
-    gives small cases enough work to time. Returns the best setting and every time tried."""
+    gives small cases enough work to time (default: 200,000 blocks, at most 64 MiB of them).
+    Returns the best setting and every time tried."""
     if reps is None:
-        reps = max(1, int(2e5 // max(count, 1)))
+        # Enough for 200,000 blocks, but no more than 64 MiB of blocks a run (128 KiB slices:
+        # 48 passes over 512 MiB a run made one case's tuning last many minutes).
+        reps = max(1, min(int(2e5 // max(count, 1)), (64 << 20) // max(count * block, 1)))
     times: dict[str, float] = {}
     first = 0
 
@@ -358,7 +362,7 @@ class GatherFloor:
             "streaming": ({"streaming": False}, {"streaming": True}),
         }
         start = GatherSetting(16, 1, min(threads, self.threads))
-        return descend(self.run, self.n, start, axes, count, tries, reps)
+        return descend(self.run, self.n, self.block, start, axes, count, tries, reps)
 
 
 def tuning_record(setting: ReadSetting | GatherSetting, times: dict[str, float]) -> dict[str, Any]:
