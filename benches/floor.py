@@ -11,10 +11,12 @@ extension is untouched) with three kernels:
   output buffer, in order: the reads and the writes a gather must do, and nothing else. It is
   its own code, not ndgather's: straight-line copies compiled for the common block widths (1
   to 8, 16, 32, 60, 64, 128, 140, 256, 512 and 1024 bytes), ``memcpy`` otherwise; software
-  prefetch some blocks ahead; plain or streaming (non-temporal) stores; on 1 or every thread
-  (each thread writes a region of the output of its own, dynamic chunks of blocks). The
-  prefetch distance and hint, the unrolling, the streaming and the thread count are tuned per
-  case (:meth:`GatherFloor.tune`, the same coordinate descent as the read floor's).
+  prefetch some blocks ahead (and inside a block over 4 KiB); plain or streaming
+  (non-temporal) stores; on 1 or every thread (taking chunks of blocks as they come free,
+  each writing an output of its own, or each its share of one output). The prefetch distance
+  and hint, the unrolling, the streaming, the thread count and split are tuned per case
+  (:meth:`GatherFloor.tune`, the same coordinate descent as the read floor's, with a run-off
+  of the finalists at the end). Checked once per case to produce the gather's output.
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, on every thread, with software prefetch some blocks ahead;
   for the cases' block widths in straight-line code compiled for the width (``touch_fixed``),
@@ -98,8 +100,9 @@ def library() -> ctypes.CDLL:
     lib.floor_write.restype = None
     lib.floor_offsets_fit.argtypes = [ptr, size, size, size]
     lib.floor_offsets_fit.restype = ctypes.c_bool
-    lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 7
-    lib.floor_gather.argtypes += [ctypes.c_bool]
+    flag = ctypes.c_bool
+    lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 4
+    lib.floor_gather.argtypes += [flag, size, size, size, flag]
     lib.floor_gather.restype = ctypes.c_uint64
     return lib
 
@@ -292,23 +295,27 @@ class GatherSetting:
     threads: int
     hint: str = "T0"
     streaming: bool = False
+    shared: bool = False  # the threads' split: see GatherFloor
 
     def label(self) -> str:
         return (
             f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
-            f"hint {self.hint}, streaming {self.streaming}"
+            f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}"
         )
 
 
 class GatherFloor:
     """The gather floor of one set of blocks: an unchecked gather of them into a warm output
-    of ``segment`` blocks per thread (the whole gather; in ``service.py`` one batch), kept
-    alive with its arrays.
+    of ``segment`` blocks (the whole gather; in ``service.py`` one batch), kept alive with its
+    arrays.
 
-    Each thread writes a region of the output of its own (``threads`` regions): the kernel's
-    threads take chunks of blocks as they come free, and two threads never write the same
-    bytes. A region is as large as the gather's output, so one thread's writes cover the same
-    bytes as a one-thread gather's, two threads' the same total as a two-thread gather's."""
+    Its threads split the work one of two ways (``GatherSetting.shared``, tuned), so that two
+    threads never write the same bytes: each takes chunks of blocks as it comes free and
+    writes a segment of its own (``threads`` segments are allocated: a loaded machine's late
+    thread leaves its share to the other, but the output takes ``threads`` times the cache),
+    or each takes its share of every segment of one shared output, as a gather splits its
+    output (the same cache as the gather's: ``tokens_b1``'s 32 MiB output, data in the L3,
+    took 1.2x ndgather's time split the first way)."""
 
     def __init__(
         self, data: np.ndarray, offsets: np.ndarray, block: int, segment: int, threads: int
@@ -348,6 +355,7 @@ class GatherFloor:
                 count,
                 reps,
                 min(setting.threads, self.threads),
+                setting.shared,
                 setting.distance,
                 setting.unroll,
                 HINTS.index(setting.hint),
@@ -368,9 +376,10 @@ class GatherFloor:
     ) -> tuple[GatherSetting, dict[str, float]]:
         """The fastest setting for gathering ``count`` blocks ``reps`` times, as
         :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
-        stores as one more knob."""
+        stores and the threads' split as two more knobs."""
         axes = {
             "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
+            "split": ({"shared": False}, {"shared": True}),
             "prefetch": prefetch_axis(quick),
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
             "streaming": ({"streaming": False}, {"streaming": True}),

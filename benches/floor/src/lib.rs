@@ -784,17 +784,23 @@ pub unsafe extern "C" fn floor_offsets_fit(
 /// The gather floor: an unchecked gather of the blocks at `data + offsets[..]` (byte offsets,
 /// precomputed) into a warm output, with nothing of ndgather in it. Blocks `start .. start +
 /// count` of the cycle of `n` offsets, `reps` times, each copied to its place in the output:
-/// block `i` of the stretch to block `i % seg` of its thread's region (thread `t` writes only
-/// `out + t * seg * block .. + seg * block`, so that no two threads write the same bytes; one
-/// segment is the case's whole output, or one batch of a service). On `threads` threads (1 or
-/// more, dynamic chunks of [`CHUNK`] blocks), prefetching the block `distance` places ahead
-/// with hint `hint` (0 to 3: T0, T1, T2, NTA), `unroll` blocks a loop turn (1, 2, 4 or 8),
-/// by plain or (`streaming`) non-temporal stores. Returns the blocks copied: 0 when the sizes
-/// given do not hold the work (nothing done).
+/// block `i` of the stretch to block `i % seg` of a segment of `seg` blocks (one segment is
+/// the case's whole output, or one batch of a service). On `threads` threads, split one of
+/// two ways, so that no two threads ever write the same bytes:
+///
+/// * `shared` false: dynamic chunks of [`CHUNK`] blocks, taken as threads come free, each
+///   thread `t` writing a segment of its own, `out + t * seg * block .. + seg * block` (the
+///   output is `threads` segments: more memory, and more cache, than a gather's);
+/// * `shared` true: one segment, each thread the same share of every segment (thread `t` the
+///   blocks `t * seg / threads .. (t + 1) * seg / threads`), as a gather splits its output.
+///
+/// Prefetching the block `distance` places ahead with hint `hint` (0 to 3: T0, T1, T2, NTA),
+/// `unroll` blocks a loop turn (1, 2, 4 or 8), by plain or (`streaming`) non-temporal stores.
+/// Returns the blocks copied: 0 when the sizes given do not hold the work (nothing done).
 ///
 /// # Safety
-/// `data` points to `data_len` readable bytes and `offsets` to `padded` offsets, each block
-/// `data + offset .. + block` inside them ([`floor_offsets_fit`] said so); `out` to `out_len`
+/// `data` points to readable bytes and `offsets` to `padded` offsets, each block `data +
+/// offset .. + block` inside them ([`floor_offsets_fit`] said so); `out` to `out_len`
 /// writable bytes that nothing else uses during the call and that do not overlap `data`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -811,18 +817,24 @@ pub unsafe extern "C" fn floor_gather(
     count: usize,
     reps: usize,
     threads: usize,
+    shared: bool,
     distance: usize,
     unroll: usize,
     hint: usize,
     streaming: bool,
 ) -> u64 {
     let total = count.saturating_mul(reps.max(1));
-    let used = used_threads(total, threads, CHUNK);
-    // The sizes at the boundary: every region inside `out`, aligned for streaming stores; the
-    // offsets ahead (`distance`) inside the `padded` given.
+    let used = if shared {
+        threads.clamp(1, seg.max(1))
+    } else {
+        used_threads(total, threads, CHUNK)
+    };
+    // The sizes at the boundary: every segment written inside `out`, which is aligned for
+    // streaming stores; the offsets ahead (`distance`) inside the `padded` given.
+    let segments = if shared { 1 } else { used };
     let region_len = seg.checked_mul(block);
     let fits = region_len
-        .and_then(|r| r.checked_mul(used))
+        .and_then(|r| r.checked_mul(segments))
         .is_some_and(|need| need <= out_len);
     if data.is_null()
         || offsets.is_null()
@@ -849,26 +861,55 @@ pub unsafe extern "C" fn floor_gather(
         distance: distance.min(padded - n),
     };
     let (data, out) = (data as usize, out as usize); // shared by the threads
-    split(total, used, CHUNK, |t, first, len| {
-        let region = (out + t * region_len) as *mut u8;
-        // SAFETY: the blocks are inside data (the caller's contract), the region is this
-        // thread's alone and inside `out`; a region starts 16-byte aligned whenever a
-        // streaming copy_fixed needs it (block a multiple of 16, so seg * block is too, and
-        // `out` is 64-byte aligned), and at 32 where block is a multiple of 32.
-        unsafe {
-            gather_with(
-                unroll,
-                hint,
-                streaming,
-                data as *const u8,
-                offsets,
-                region,
-                s,
-                first,
-                len,
-            )
-        };
-        len as u64
+                                                     // Items `first .. first + len` into the segment at `region`.
+                                                     // SAFETY: (of each call) the blocks are inside data (the caller's contract); the segment
+                                                     // is inside `out` (checked above) and only this thread writes the places of it that these
+                                                     // items go to (each way of splitting says why); it starts 64-byte aligned (`out` is, and
+                                                     // so is every segment after the first when a streaming copy needs it: `block` is then a
+                                                     // multiple of 16 or 32, and so is `seg * block`).
+    let gather = |region: usize, first: usize, len: usize| unsafe {
+        gather_with(
+            unroll,
+            hint,
+            streaming,
+            data as *const u8,
+            offsets,
+            region as *mut u8,
+            s,
+            first,
+            len,
+        )
+    };
+    if !shared {
+        // Thread t writes only segment t of `out`.
+        return split(total, used, CHUNK, |t, first, len| {
+            gather(out + t * region_len, first, len);
+            len as u64
+        });
+    }
+    // Thread t writes only the places t * seg / used .. (t + 1) * seg / used of the one
+    // segment, in every segment of the stretch and every repetition.
+    let share = |t: usize| {
+        let (lo, hi) = (t * seg / used, (t + 1) * seg / used);
+        let mut done = 0u64;
+        for r in 0..reps.max(1) {
+            for s0 in (0..count).step_by(seg) {
+                let (a, b) = (s0 + lo, (s0 + hi).min(count));
+                if a < b {
+                    gather(out, r * count + a, b - a);
+                    done += (b - a) as u64;
+                }
+            }
+        }
+        done
+    };
+    thread::scope(|sc| {
+        let share = &share;
+        let handles: Vec<_> = (1..used).map(|t| sc.spawn(move || share(t))).collect();
+        let mine = share(0);
+        handles
+            .into_iter()
+            .fold(mine, |acc, h| acc + h.join().unwrap_or(0))
     })
 }
 
@@ -949,7 +990,14 @@ mod tests {
                 .iter()
                 .flat_map(|&o| data[o as usize..o as usize + w].iter().copied())
                 .collect();
-            for (seg, threads) in [(n, 1), (n, 2), (7, 1), (3, 2)] {
+            for (seg, threads, shared) in [
+                (n, 1, false),
+                (n, 2, false),
+                (7, 1, false),
+                (3, 2, false),
+                (n, 2, true),
+                (7, 2, true),
+            ] {
                 for (distance, unroll, hint, nt) in [
                     (0, 1, 0, false),
                     (8, 4, 1, true),
@@ -974,6 +1022,7 @@ mod tests {
                             n,
                             2,
                             threads,
+                            shared,
                             distance,
                             unroll,
                             hint,
@@ -981,11 +1030,13 @@ mod tests {
                         )
                     };
                     assert_eq!(got, 2 * n as u64, "width {w}");
-                    let what = format!("width {w}, seg {seg}, threads {threads}, nt {nt}");
+                    let what =
+                        format!("width {w}, seg {seg}, threads {threads} shared {shared}, nt {nt}");
                     // Each block of a thread's region is the block of that place in some
                     // segment (the segments a chunk of work crosses may differ per place), or
                     // untouched (zeros: the data has none) when the other thread did them all.
-                    for region in out.chunks_exact(seg * w).take(threads) {
+                    let regions = if shared { 1 } else { threads };
+                    for region in out.chunks_exact(seg * w).take(regions) {
                         for (j, got) in region.chunks_exact(w).enumerate() {
                             let ok = (j..n)
                                 .step_by(seg)
@@ -994,7 +1045,7 @@ mod tests {
                             assert!(ok || untouched, "{what}, place {j}");
                         }
                     }
-                    if seg == n && threads == 1 {
+                    if seg == n && (threads == 1 || shared) {
                         assert!(out[..n * w] == want[..], "{what}");
                     }
                     if seg == n {
@@ -1026,6 +1077,7 @@ mod tests {
                     n,
                     1,
                     1,
+                    false,
                     0,
                     1,
                     0,
