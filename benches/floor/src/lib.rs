@@ -8,8 +8,14 @@
 //!   system charges for those cache lines at random addresses.
 //! * [`floor_write`]: only the writes: `memset` of the output's bytes into a warm buffer on
 //!   `threads` threads.
+//! * [`floor_gather`]: the gather floor, the limit the benchmarks' tables use: the reads and
+//!   the writes together, an unchecked gather of the same blocks by their precomputed offsets
+//!   into a warm output, in code of its own (straight-line copies for the common widths,
+//!   prefetch, plain or streaming stores, two ways of splitting threads). A gather cannot do
+//!   less; the larger of the two floors above is no limit, as reads and writes share the
+//!   caches and the memory bus. [`floor_offsets_fit`] checks the offsets once beforehand.
 //!
-//! Both repeat their work `reps` times inside one call, so the time per repetition carries no
+//! All repeat their work `reps` times inside one call, so the time per repetition carries no
 //! cost of crossing from Python (which would otherwise decide the small cases).
 
 use std::hint::black_box;
