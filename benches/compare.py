@@ -9,12 +9,13 @@ onnxruntime ``run`` and IOBinding, OpenVINO's infer request with new or bound bu
 TensorFlow eager, raw op and ``tf.function``; ``ml_peers.py``: ``torch.index_select``, jitted
 JAX ``x.at[lin].get``, numba kernels). All are run once and checked equal to NumPy's result,
 then timed in interleaved rounds (``timing.py``) with the copy limits beside them (``copy``,
-``copy 2 threads``, ``alloc+copy`` of the output's bytes), the floors of ``floor.py`` (``read
-floor``: only the random reads of the case; ``write floor``: only the output's writes; the
-larger of the two is the limit no gather beats) and ndgather ``out=`` with ``mode="clip"``
-(against ``mode="raise"``: the cost of checking the indices). Reported per case: the median
-per call of every candidate, the best of each runtime, and ndgather's over the best peer
-(below 1 is faster) and over the limit.
+``copy 2 threads``, ``alloc+copy`` of the output's bytes), the floors of ``floor.py`` (``gather
+floor``: an unchecked gather of the case's blocks by precomputed offsets into a warm output,
+tuned, the limit no gather beats; beside it its halves, ``read floor``: only the random reads,
+``write floor``: only the output's writes) and ndgather ``out=`` with ``mode="clip"`` (against
+``mode="raise"``: the cost of checking the indices). Reported per case: the median per call of
+every candidate, the best of each runtime, and ndgather's over the best peer (below 1 is
+faster) and over the gather floor (its fastest sample).
 
     python -m benches compare                                  # every case, 21 rounds
     python -m benches compare --quick                          # tiny sizes, 3 rounds (CI)
@@ -140,7 +141,7 @@ def measure(run: Run) -> list[dict[str, Any]]:
         print(case_detail(record, "peer", best=top), flush=True)
         beaten = [] if record["errors"] else floor_beaten(record, [SUBJECT, *peer_families])
         if beaten:
-            print(f"  warning: the limit (floors) is beaten by {', '.join(beaten)}", flush=True)
+            print(f"  warning: the gather floor is beaten by {', '.join(beaten)}", flush=True)
         return record
 
     return run.each(run.cases, measure_case)

@@ -1,27 +1,39 @@
-"""The measured limits of a gather: the random-read floor and the sequential write of its output.
+"""The measured limits of a gather: the gather floor, and its two halves (the random reads, the
+sequential write of the output).
 
 A gather reads blocks (rows, slices, single elements) at the addresses its indices name and
 writes them out in order. ``floor/`` is a small Rust crate (C ABI, no PyO3, built here with
-``cargo build --release`` and loaded with ``ctypes``; the shipped extension is untouched) with
-two kernels that do only one half of that:
+``cargo build --release`` for the running CPU and loaded with ``ctypes``; the shipped
+extension is untouched) with three kernels:
 
+* ``gather floor``, the limit of the tables: an unchecked gather of the same blocks, from
+  precomputed byte offsets (no index to check or resolve), each copied to its place in a warm
+  output buffer, in order: the reads and the writes a gather must do, and nothing else. It is
+  its own code, not ndgather's: straight-line copies compiled for the common block widths (1
+  to 8, 16, 32, 60, 64, 128, 140, 256, 512 and 1024 bytes), ``memcpy`` otherwise; software
+  prefetch some blocks ahead (and inside a block over 4 KiB); plain or streaming
+  (non-temporal) stores; on 1 or every thread (taking chunks of blocks as they come free,
+  each writing an output of its own, or each its share of one output). The prefetch distance
+  and hint, the unrolling, the streaming, the thread count and split are tuned per case
+  (:meth:`GatherFloor.tune`, the same coordinate descent as the read floor's, with a run-off
+  of the finalists at the end). Checked once per case to produce the gather's output.
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
-  addresses, in the same order, from precomputed byte offsets (no index to check or resolve,
-  nothing written), on every thread, with software prefetch some blocks ahead; for the
-  cases' block widths in straight-line code compiled for the width (``touch_fixed``), as a
-  gather's copy of a fixed width is (a loop over a block's lines was beaten by the gathers).
-  The prefetch distance, the unrolling, the prefetch hint and the thread count are tuned per case
-  (:meth:`ReadFloor.tune`: coordinate descent over :data:`DISTANCES`, :data:`UNROLLS`,
-  :data:`HINTS` and 1 or all threads, each setting the best of three runs, until a pass
-  changes nothing): the fastest way we found to bring those lines in.
+  addresses, in the same order, on every thread, with software prefetch some blocks ahead;
+  for the cases' block widths in straight-line code compiled for the width (``touch_fixed``),
+  as a gather's copy of a fixed width is (a loop over a block's lines was beaten by the
+  gathers). Tuned (:meth:`ReadFloor.tune`: coordinate descent over :data:`DISTANCES`,
+  :data:`UNROLLS`, :data:`HINTS` and 1 or all threads, each setting the best of three runs,
+  until a pass changes nothing): the fastest way we found to bring those lines in.
 * ``write floor``: only the writes of the output's bytes into a warm buffer, plain stores
   (``memset``) or streaming (non-temporal) ones, on 1 or every thread, whichever is fastest.
 
-No gather can beat the larger of the two (it must do both), so that is the ``limit``
-(the tables take each floor's fastest sample, the gathers' medians: ``report.floor_time``); a gather
-faster than the read floor means the floor is not one (the tables flag it). Both kernels
-repeat their work inside one native call, so the time per repetition has no cost of calling
-from Python in it.
+The larger of the read and the write floor was the limit once; no gather reaches it, as reads
+and writes share the caches and the memory bus (issue 31), so the limit of the tables is now
+the gather floor (``report.limit``; the tables take each floor's fastest sample, the gathers'
+medians: ``report.floor_time``), and the read and write floors stay beside it as where the
+time of the gather floor goes. A gather faster than the gather floor means the floor is not
+one (the tables flag it). All kernels repeat their work inside one native call, so the time
+per repetition has no cost of calling from Python in it.
 """
 
 from __future__ import annotations
@@ -46,7 +58,7 @@ from .timing import Call, Repeated, seconds
 
 CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
-READ, WRITE = "read floor", "write floor"
+READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
 UNROLLS = (1, 2, 4, 8)
 HINTS = ("T0", "T1", "T2", "NTA")  # the prefetch's target: L1, L2, L3, non-temporal
@@ -86,6 +98,12 @@ def library() -> ctypes.CDLL:
     lib.floor_read.restype = ctypes.c_uint64
     lib.floor_write.argtypes = [ptr, size, size, size, ctypes.c_bool]
     lib.floor_write.restype = None
+    lib.floor_offsets_fit.argtypes = [ptr, size, size, size]
+    lib.floor_offsets_fit.restype = ctypes.c_bool
+    flag = ctypes.c_bool
+    lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 4
+    lib.floor_gather.argtypes += [flag, size, size, size, flag]
+    lib.floor_gather.restype = ctypes.c_uint64
     return lib
 
 
@@ -186,52 +204,191 @@ class ReadFloor:
         reps: int | None = None,
     ) -> tuple[ReadSetting, dict[str, float]]:
         """The fastest setting for reading ``count`` blocks ``reps`` times (default: enough
-        repetitions for 200,000 blocks), and the time of each tried (``quick``: two distances,
-        no unrolling: checks that it runs). Each trial starts where the last one stopped in
-        the cycle of offsets, so that with ``reps=1`` over a long cycle every trial reads
-        blocks the previous ones did not."""
-        if reps is None:
-            reps = max(1, int(2e5 // max(count, 1)))  # small cases: enough work to time
-        # The prefetch's distance and hint are one knob: the hint means nothing at distance 0,
-        # and a descent that reached distance 0 before trying the hints stayed there (512-byte
-        # rows: 0 and T0 chosen, 1.5x the time of 16 and T1, which the gathers then beat).
-        distances = (0, 16) if quick else DISTANCES
-        hints = ("T0",) if quick else HINTS
-        axes: dict[str, tuple[dict[str, Any], ...]] = {
+        repetitions for 200,000 blocks, at most 64 MiB of them), and the time of each tried
+        (``quick``: two distances, no unrolling: checks that it runs); see :func:`descend`."""
+        axes = {
             "threads": tuple({"threads": t} for t in sorted({1, threads})),
-            "prefetch": tuple(
-                {"distance": d, "hint": h} for d in distances for h in (hints if d else hints[:1])
-            ),
+            "prefetch": prefetch_axis(quick),
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
         }
-        times: dict[str, float] = {}
-        first = 0
-
-        def trial(settings: list[ReadSetting]) -> None:
-            nonlocal first
-            todo = [s for s in settings if s.label() not in times]
-            elapsed: dict[ReadSetting, list[float]] = {s: [] for s in todo}
-            for _ in range(tries):  # interleaved, so that a burst of load hits every setting
-                for s in todo:
-                    elapsed[s].append(seconds(self.run, s, first, count, reps) / reps)
-                    first = (first + count) % self.n
-            times.update({s.label(): min(e) for s, e in elapsed.items()})
-
-        # Coordinate descent: each knob in turn over all its values, the others held at the
-        # best so far, until a whole pass changes nothing (at most three passes).
-        best = ReadSetting(16, 1, threads)
-        for _ in range(3):
-            before = best
-            for values in axes.values():
-                candidates = [replace(best, **v) for v in values]
-                trial(candidates)
-                best = min(candidates, key=lambda s: times[s.label()])
-            if best == before:
-                break
-        return best, times
+        return descend(
+            self.run, self.n, self.block, ReadSetting(16, 1, threads), axes, count, tries, reps
+        )
 
 
-def tuning_record(setting: ReadSetting, times: dict[str, float]) -> dict[str, Any]:
+def prefetch_axis(quick: bool) -> tuple[dict[str, Any], ...]:
+    """The prefetch's distance and hint, one knob: the hint means nothing at distance 0, and a
+    descent that reached distance 0 before trying the hints stayed there (512-byte rows: 0 and
+    T0 chosen, 1.5x the time of 16 and T1, which the gathers then beat)."""
+    distances = (0, 16) if quick else DISTANCES
+    hints = ("T0",) if quick else HINTS
+    return tuple({"distance": d, "hint": h} for d in distances for h in (hints if d else hints[:1]))
+
+
+S = Any  # a setting: ReadSetting or GatherSetting (frozen dataclasses with ``label``)
+
+
+def descend(
+    run: Any,
+    n: int,
+    block: int,
+    best: S,
+    axes: dict[str, tuple[dict[str, Any], ...]],
+    count: int,
+    tries: int,
+    reps: int | None,
+) -> tuple[S, dict[str, float]]:
+    """Coordinate descent of ``run(setting, start, count, reps)`` over ``axes``: each knob in
+    turn over all its values, the others held at the best so far, until a whole pass changes
+    nothing (at most three passes), then a run-off of the finalists; each setting's time the
+    best of ``tries`` runs (the finalists' of twice as many), interleaved, so that a burst of
+    load hits every setting. Each run starts where the last
+    one stopped in the cycle of ``n`` offsets, so that with ``reps=1`` over a long cycle every
+    run reads blocks the previous ones did not. ``reps`` (default: enough for 200,000 blocks)
+    gives small cases enough work to time (default: 200,000 blocks, at most 64 MiB of them).
+    Returns the best setting and every time tried."""
+    if reps is None:
+        # Enough for 200,000 blocks, but no more than 64 MiB of blocks a run (128 KiB slices:
+        # 48 passes over 512 MiB a run made one case's tuning last many minutes).
+        reps = max(1, min(int(2e5 // max(count, 1)), (64 << 20) // max(count * block, 1)))
+    times: dict[str, float] = {}
+    first = 0
+
+    def trial(settings: list[S]) -> None:
+        nonlocal first
+        todo = [s for s in settings if s.label() not in times]
+        elapsed: dict[S, list[float]] = {s: [] for s in todo}
+        for _ in range(tries):
+            for s in todo:
+                elapsed[s].append(seconds(run, s, first, count, reps) / reps)
+                first = (first + count) % n
+        times.update({s.label(): min(e) for s, e in elapsed.items()})
+
+    tried: dict[str, S] = {}
+    for _ in range(3):
+        before = best
+        for values in axes.values():
+            candidates = [replace(best, **v) for v in values]
+            tried.update({c.label(): c for c in candidates})
+            trial(candidates)
+            best = min(candidates, key=lambda s: times[s.label()])
+        if best == before:
+            break
+    # A run-off: a burst of load (another process on a 2-core VM) in one knob's trials can
+    # steer the descent wrong (a 512 MiB gather tuned to plain stores, 1.4x the time of
+    # streaming ones). The four fastest settings and the best with each two-valued knob
+    # flipped are timed ``tries`` times more, interleaved; each keeps its fastest run.
+    finalists = sorted(tried.values(), key=lambda c: times[c.label()])[:4]
+    finalists += [replace(best, **v) for vs in axes.values() if len(vs) == 2 for v in vs]
+    finalists = list({c.label(): c for c in finalists}.values())
+    earlier = {c.label(): times.pop(c.label(), math.inf) for c in finalists}
+    trial(finalists)
+    times.update({k: min(t, times[k]) for k, t in earlier.items()})
+    best = min(finalists, key=lambda s: times[s.label()])
+    return best, times
+
+
+@dataclass(frozen=True)
+class GatherSetting:
+    distance: int
+    unroll: int
+    threads: int
+    hint: str = "T0"
+    streaming: bool = False
+    shared: bool = False  # the threads' split: see GatherFloor
+
+    def label(self) -> str:
+        return (
+            f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
+            f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}"
+        )
+
+
+class GatherFloor:
+    """The gather floor of one set of blocks: an unchecked gather of them into a warm output
+    of ``segment`` blocks (the whole gather; in ``service.py`` one batch), kept alive with its
+    arrays.
+
+    Its threads split the work one of two ways (``GatherSetting.shared``, tuned), so that two
+    threads never write the same bytes: each takes chunks of blocks as it comes free and
+    writes a segment of its own (``threads`` segments are allocated: a loaded machine's late
+    thread leaves its share to the other, but the output takes ``threads`` times the cache),
+    or each takes its share of every segment of one shared output, as a gather splits its
+    output (the same cache as the gather's: ``tokens_b1``'s 32 MiB output, data in the L3,
+    took 1.2x ndgather's time split the first way)."""
+
+    def __init__(
+        self, data: np.ndarray, offsets: np.ndarray, block: int, segment: int, threads: int
+    ) -> None:
+        if offsets.size == 0 or block == 0:
+            raise NotApplicable("nothing is gathered")
+        self.data = np.ascontiguousarray(data)
+        self.n = offsets.size
+        # As for ReadFloor: the first offsets again after the last, for the prefetch ahead.
+        self.offsets = np.resize(np.asarray(offsets, dtype=np.uint64), self.n + max(DISTANCES))
+        self.block, self.segment, self.threads = block, segment, max(1, threads)
+        self.lib = library()
+        if not self.lib.floor_offsets_fit(
+            self.offsets.ctypes.data, self.offsets.size, block, self.data.nbytes
+        ):
+            raise ValueError("a block lies outside data")  # never: offsets come from the gather
+        # One region per thread, 64-byte aligned (streaming stores need 16 or 32), written
+        # once: warm pages, as a gather's ``out=`` is.
+        size = self.threads * segment * block
+        raw = np.ones(size + 64, dtype=np.uint8)
+        shift = -raw.ctypes.data % 64
+        self.out = raw[shift : shift + size]
+
+    def run(self, setting: GatherSetting, start: int, count: int, reps: int) -> int:
+        """Blocks ``start .. start + count`` of the cycle of offsets, ``reps`` times."""
+        done = int(
+            self.lib.floor_gather(
+                self.data.ctypes.data,
+                self.offsets.ctypes.data,
+                self.n,
+                self.offsets.size,
+                self.block,
+                self.out.ctypes.data,
+                self.out.nbytes,
+                self.segment,
+                start,
+                count,
+                reps,
+                min(setting.threads, self.threads),
+                setting.shared,
+                setting.distance,
+                setting.unroll,
+                HINTS.index(setting.hint),
+                setting.streaming,
+            )
+        )
+        if done != count * max(reps, 1):
+            raise RuntimeError(f"floor_gather refused the sizes (copied {done} blocks)")
+        return done
+
+    def tune(
+        self,
+        threads: int,
+        count: int,
+        tries: int = 3,
+        quick: bool = False,
+        reps: int | None = None,
+    ) -> tuple[GatherSetting, dict[str, float]]:
+        """The fastest setting for gathering ``count`` blocks ``reps`` times, as
+        :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
+        stores and the threads' split as two more knobs."""
+        axes = {
+            "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
+            "split": ({"shared": False}, {"shared": True}),
+            "prefetch": prefetch_axis(quick),
+            "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
+            "streaming": ({"streaming": False}, {"streaming": True}),
+        }
+        start = GatherSetting(16, 1, min(threads, self.threads))
+        return descend(self.run, self.n, self.block, start, axes, count, tries, reps)
+
+
+def tuning_record(setting: ReadSetting | GatherSetting, times: dict[str, float]) -> dict[str, Any]:
     """What the JSON keeps of a tuning; ``at_edge``: the best distance is the largest tried
     (a longer one might do better still)."""
     return {
@@ -294,6 +451,28 @@ def read_floor(inputs: Inputs) -> Call:
     return Repeated(read)
 
 
+def gather_floor(inputs: Inputs) -> Call:
+    why = available()
+    if why:
+        raise NotApplicable(f"floor kernels unavailable: {why}")
+    offsets, block = block_offsets(inputs)
+    n = offsets.size
+    floor = GatherFloor(inputs.data, offsets, block, n, _threads)
+    setting, times = floor.tune(_threads, n, quick=_quick)
+    _tuned["gather"] = tuning_record(setting, times)
+    # It gathers: one pass on one thread fills the first region with the case's output (the
+    # blocks taken from data's bytes by NumPy; the offsets are multiples of the block).
+    floor.run(replace(setting, threads=1), 0, n, 1)
+    rows = np.ascontiguousarray(inputs.data).reshape(-1).view(np.uint8).reshape(-1, block)
+    if not np.array_equal(floor.out[: n * block].reshape(n, block), rows[offsets // block]):
+        raise RuntimeError("the gather floor's output differs from the gather")
+
+    def gather(reps: int) -> int:
+        return floor.run(setting, 0, n, reps)
+
+    return Repeated(gather)
+
+
 def write_floor(inputs: Inputs) -> Call:
     why = available()
     if why:
@@ -315,6 +494,7 @@ def last_tuning() -> dict[str, Any]:
 
 
 FLOORS: tuple[Candidate, ...] = (
-    Candidate(READ, FAMILY, "benches/floor", read_floor, checked=False),
+    Candidate(READ, FAMILY, "benches/floor", read_floor, checked=False),  # first: clears _tuned
+    Candidate(GATHER, FAMILY, "benches/floor", gather_floor, checked=False),
     Candidate(WRITE, FAMILY, "benches/floor", write_floor, checked=False),
 )

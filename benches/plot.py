@@ -138,7 +138,7 @@ def plot(results: Mapping[str, Any], one_thread: Mapping[str, Any] | None, path:
     marks = (
         ("copy 2 threads of the output's bytes", "|", lambda r: median(r, "copy 2 threads")),
         ("alloc+copy of the output's bytes", "x", lambda r: median(r, "alloc+copy")),
-        ("limit: max(read floor, write floor)", "D", limit),
+        ("gather floor", "D", limit),
     )
     for label, marker, when in marks:
         pts = [(i, when(r)) for i, r in enumerate(cases)]

@@ -165,8 +165,10 @@ FAMILY_NAMES = {
     "numba": "numba",
 }
 LIMITS = ("copy", "copy 2 threads", "alloc+copy")
-#: The floors of benches/floor.py, and the limit no gather can beat: the larger of the two.
-READ_FLOOR, WRITE_FLOOR = "read floor", "write floor"
+#: The floors of benches/floor.py. The gather floor (an unchecked gather of the same blocks
+#: into a warm output, tuned) is the limit no gather beats; the read and the write floor are
+#: its two halves, shown beside it (their larger was the limit before issue 31).
+READ_FLOOR, WRITE_FLOOR, GATHER_FLOOR = "read floor", "write floor", "gather floor"
 #: ndgather's out= form with mode="clip" (no check), for the cost of mode="raise".
 CLIP = "ndgather out= clip"
 
@@ -180,14 +182,14 @@ def floor_time(record: Mapping[str, Any], name: str) -> float | None:
 
 
 def limit(record: Mapping[str, Any]) -> float | None:
-    """The larger of the read and write floors of a case, or ``None`` when either is missing."""
-    times = [floor_time(record, n) for n in (READ_FLOOR, WRITE_FLOOR)]
-    return None if None in times else max(t for t in times if t is not None)
+    """The gather floor of a case, or ``None`` when it was not measured (a record from before
+    the gather floor: its limit was the larger of the read and write floors, not shown)."""
+    return floor_time(record, GATHER_FLOOR)
 
 
 def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
-    """Gathers (candidates of ``families``) faster than the limit (or the read floor, when the
-    write floor is missing): there a floor is not one."""
+    """Gathers (candidates of ``families``) faster than the gather floor (or the read floor,
+    in a record without one): there a floor is not one."""
     floor = limit(record) or floor_time(record, READ_FLOOR)
     if floor is None:
         return []
@@ -227,19 +229,19 @@ def _family_na(record: Mapping[str, Any], family: str, results: Mapping[str, Any
 def floor_statement(
     records: Sequence[Mapping[str, Any]], families: Sequence[str], name: str = "name"
 ) -> str:
-    """Whether the read floor held: below every gather measured, or which cases broke it."""
-    measured = [r for r in records if not r["errors"] and floor_time(r, READ_FLOOR) is not None]
+    """Whether the gather floor held: below every gather measured, or which cases broke it."""
+    measured = [r for r in records if not r["errors"] and limit(r) is not None]
     broken = [r[name] for r in measured if floor_beaten(r, families)]
     if not measured:
-        return "No read floor measured."
+        return "No gather floor measured."
     if broken:
         return (
-            f"The floors are BROKEN (a gather beat the limit) in {len(broken)} of "
+            f"The gather floor is BROKEN (a gather beat it) in {len(broken)} of "
             f"{len(measured)} cases: {', '.join(broken)}."
         )
     return (
-        f"The limit (and so the read floor) is below every gather measured in all "
-        f"{len(measured)} cases: the floors are floors."
+        f"The gather floor is below every gather measured in all {len(measured)} cases: "
+        f"it is a floor."
     )
 
 
@@ -258,9 +260,9 @@ def peer_rows(
         "out= / copy 2 threads",
         READ_FLOOR,
         WRITE_FLOOR,
-        "limit",
-        f"{subject} / limit",
-        "out= / limit",
+        GATHER_FLOOR,
+        f"{subject} / {GATHER_FLOOR}",
+        f"out= / {GATHER_FLOOR}",
         "raise / clip",
     ]
     rows: list[list[str]] = []
@@ -297,15 +299,15 @@ def peer_rows(
         ]
         beaten = floor_beaten(r, [subject, *peers])
         floors = {n: floor_time(r, n) for n in (READ_FLOOR, WRITE_FLOOR)}
-        floor_cell = fmt_seconds(floors[READ_FLOOR]) if floors[READ_FLOOR] else "-"
-        if beaten:
-            notes.append(f"floors on {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
-            floor_cell += f" [{len(notes)}]"
         top_limit = limit(r)
+        floor_cell = fmt_seconds(top_limit) if top_limit else "-"
+        if beaten:
+            notes.append(f"gather floor on {r['name']} BROKEN: beaten by {', '.join(beaten)}")
+            floor_cell += f" [{len(notes)}]"
         row += [
-            floor_cell,
+            fmt_seconds(floors[READ_FLOOR]) if floors[READ_FLOOR] else "-",
             fmt_seconds(floors[WRITE_FLOOR]) if floors[WRITE_FLOOR] else "-",
-            fmt_seconds(top_limit) if top_limit else "-",
+            floor_cell,
             fmt_ratio(median(r, subject) / top_limit if top_limit and subject in cands else None),
             fmt_ratio(
                 median(r, f"{subject} out=") / top_limit
@@ -351,7 +353,7 @@ def peer_markdown(
         parts.append(markdown_table(header, rows))
         if notes:
             parts.append(" ".join(f"[{i}] {n}." for i, n in enumerate(notes, 1)))
-        if any(floor_time(r, READ_FLOOR) for r in run["cases"] if not r["errors"]):
+        if any(limit(r) for r in run["cases"] if not r["errors"]):
             parts.append(floor_statement(run["cases"], [run["subject"], *run["peers"]]))
     m = results["machine"]
     parts.append(f"Machine: {describe_machine(m)}.")

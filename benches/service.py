@@ -14,13 +14,15 @@ given the ids as a NumPy array (what a request parser hands over):
 * PyTorch: ``torch.index_select(t, 0, torch.from_numpy(ids))``, new and ``out=``;
 * JAX: jitted ``x.at[ids].get(mode="promise_in_bounds")`` (numpy ids in, blocked on);
 * numba: the ``boundscheck=False`` row-copy loop, ``prange`` and serial, new and ``out=``;
-* the floors of ``floor.py``: ``read floor`` (only the reads of the same rows, tuned) and
-  ``write floor`` (only the writes of the output); their larger is the limit.
+* the floors of ``floor.py``: ``gather floor`` (an unchecked gather of the same rows into a
+  warm output of one batch, tuned), the limit the ratios are taken against, and its halves,
+  ``read floor`` (only the reads of the same rows, tuned) and ``write floor`` (only the writes
+  of the output).
 
 **Fresh ids.** Each case draws a cycle of batches up front, shared by all candidates; every
 call, whichever candidate makes it, takes the next batch of the cycle (a timed sample
 continues where the last one, of any candidate, stopped; the floors skip the batches they
-read), so a batch comes back only after the whole cycle, whose rows total at least
+do), so a batch comes back only after the whole cycle, whose rows total at least
 ``TOUCH_LLC`` (4) times the last-level cache (32 MiB here: 128 MiB, i.e. 262,144 rows of 512
 bytes or 1,048,576 of 128 bytes, so 262,144 batches of 1 id, 64 batches of 4096): when a
 batch comes back its rows have been evicted by the rest, as a service's next request does not
@@ -260,11 +262,28 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
             first = cycle.skip(number)  # the batches the gathers would have taken next
             return reader.run(setting, first * case.batch, number * case.batch, 1)
 
+        # The gather floor: the same stretch of the cycle gathered into a warm output of one
+        # batch per thread (each batch to the same place, as a service's ``out=`` is), tuned
+        # on the same cold stretches as the read floor.
+        gatherer = floor.GatherFloor(table, offsets, row_bytes, case.batch, case.threads)
+        g_setting, g_tried = gatherer.tune(
+            case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
+        )
+
+        def gather(number: int) -> object:
+            first = cycle.skip(number)
+            return gatherer.run(g_setting, first * case.batch, number * case.batch, 1)
+
         writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
         timers[floor.READ] = NativeTimer(read)
         timers[floor.WRITE] = writer.timer()
-        families[floor.READ] = families[floor.WRITE] = floor.FAMILY
-        record["floor_tuning"] = {**floor.tuning_record(setting, tried), "write": write_tuning}
+        timers[floor.GATHER] = NativeTimer(gather)
+        families[floor.READ] = families[floor.WRITE] = families[floor.GATHER] = floor.FAMILY
+        record["floor_tuning"] = {
+            **floor.tuning_record(setting, tried),
+            "write": write_tuning,
+            "gather": floor.tuning_record(g_setting, g_tried),
+        }
     else:
         record["floor_unavailable"] = why
 
@@ -312,8 +331,9 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
         "p50 / p99 best peer",
         "read floor",
         "write floor",
-        "ndgather / limit",
-        "out= / limit",
+        "gather floor",
+        "ndgather / gather floor",
+        "out= / gather floor",
     ]
     table: list[list[str]] = []
     notes: list[str] = []
@@ -339,19 +359,20 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
             line.append(f"**{cell}**" if best == top and results.get("markdown") else cell)
         top_s = cands[top]["median_s"] if top else None
         floors = [floor_time(r, n) for n in (floor.READ, floor.WRITE)]
-        limit = report_limit(r)
+        limit = report_limit(r)  # the gather floor
         beaten = floor_beaten(r, [SUBJECT, *peers])
-        read_cell = fmt_seconds(floors[0]) if floors[0] else "-"
+        gather_cell = fmt_seconds(limit) if limit else "-"
         if beaten:
-            notes.append(f"floors of {r['name']} BROKEN: the limit beaten by {', '.join(beaten)}")
-            read_cell += f" [{len(notes)}]"
+            notes.append(f"gather floor of {r['name']} BROKEN: beaten by {', '.join(beaten)}")
+            gather_cell += f" [{len(notes)}]"
         line += [
             over(SUBJECT, top_s),
             over(f"{SUBJECT} out=", top_s),
             f"{t(SUBJECT, 'p50_s')} / {t(SUBJECT, 'p99_s')}",
             f"{t(top, 'p50_s')} / {t(top, 'p99_s')}",
-            read_cell,
+            fmt_seconds(floors[0]) if floors[0] else "-",
             fmt_seconds(floors[1]) if floors[1] else "-",
+            gather_cell,
             over(SUBJECT, limit),
             over(f"{SUBJECT} out=", limit),
         ]

@@ -8,8 +8,14 @@
 //!   system charges for those cache lines at random addresses.
 //! * [`floor_write`]: only the writes: `memset` of the output's bytes into a warm buffer on
 //!   `threads` threads.
+//! * [`floor_gather`]: the gather floor, the limit the benchmarks' tables use: the reads and
+//!   the writes together, an unchecked gather of the same blocks by their precomputed offsets
+//!   into a warm output, in code of its own (straight-line copies for the common widths,
+//!   prefetch, plain or streaming stores, two ways of splitting threads). A gather cannot do
+//!   less; the larger of the two floors above is no limit, as reads and writes share the
+//!   caches and the memory bus. [`floor_offsets_fit`] checks the offsets once beforehand.
 //!
-//! Both repeat their work `reps` times inside one call, so the time per repetition carries no
+//! All repeat their work `reps` times inside one call, so the time per repetition carries no
 //! cost of crossing from Python (which would otherwise decide the small cases).
 
 use std::hint::black_box;
@@ -185,36 +191,49 @@ unsafe fn read_range<const U: usize, const H: i32, const W: usize>(
 /// end by little.
 const CHUNK: usize = 1024;
 
-/// Runs `work(first, count)` over `0 .. total` on `threads` threads (the calling one and
-/// `threads - 1` spawned), each taking the next `chunk` items until none are left, so that a
-/// thread that runs late (a loaded machine) leaves its share to the others; returns the sum
-/// of the results.
+/// Runs `work(thread, first, count)` over `0 .. total` on `threads` threads (the calling one,
+/// number 0, and `threads - 1` spawned, numbered from 1), each taking the next `chunk` items
+/// until none are left, so that a thread that runs late (a loaded machine) leaves its share to
+/// the others; returns the sum of the results. No two threads ever get the same item, and a
+/// thread's number is its own: the gather floor writes into a region of the output only its
+/// thread writes.
 fn split(
     total: usize,
     threads: usize,
     chunk: usize,
-    work: impl Fn(usize, usize) -> u64 + Sync,
+    work: impl Fn(usize, usize, usize) -> u64 + Sync,
 ) -> u64 {
     let chunk = chunk.max(1);
-    let threads = threads.clamp(1, total.div_ceil(chunk).max(1));
+    let threads = used_threads(total, threads, chunk);
     let next = AtomicUsize::new(0);
-    let drain = || {
+    let drain = |thread: usize| {
         let mut acc = 0u64;
         loop {
             let first = next.fetch_add(chunk, Ordering::Relaxed);
             if first >= total {
                 return acc;
             }
-            acc = acc.wrapping_add(work(first, chunk.min(total - first)));
+            acc = acc.wrapping_add(work(thread, first, chunk.min(total - first)));
         }
     };
     thread::scope(|s| {
-        let handles: Vec<_> = (1..threads).map(|_| s.spawn(drain)).collect();
-        let mine = drain();
+        let handles: Vec<_> = (1..threads)
+            .map(|t| {
+                let drain = &drain;
+                s.spawn(move || drain(t))
+            })
+            .collect();
+        let mine = drain(0);
         handles
             .into_iter()
             .fold(mine, |acc, h| acc.wrapping_add(h.join().unwrap_or(0)))
     })
+}
+
+/// The threads [`split`] starts for `total` items taken `chunk` at a time: no more than there
+/// are chunks, at least 1.
+fn used_threads(total: usize, threads: usize, chunk: usize) -> usize {
+    threads.clamp(1, total.div_ceil(chunk.max(1)).max(1))
 }
 
 /// [`read_range`] with the unrolling and prefetch hint given at run time.
@@ -312,7 +331,7 @@ pub unsafe extern "C" fn floor_read(
     let distance = distance.min(padded - n);
     let data = data as usize; // shared by the threads; read only
     let total = count.saturating_mul(reps.max(1));
-    split(total, threads, CHUNK, |first, len| {
+    split(total, threads, CHUNK, |_, first, len| {
         let data = data as *const u8;
         let first = start + first;
         // SAFETY: the caller's contract (every block inside data).
@@ -373,7 +392,7 @@ pub unsafe extern "C" fn floor_write(
     const PIECE: usize = 64 << 10;
     let pieces = len.div_ceil(PIECE);
     let total = pieces.saturating_mul(reps.max(1));
-    split(total, threads, 1, |first, count| {
+    split(total, threads, 1, |_, first, count| {
         for item in first..first + count {
             let (r, piece) = (item / pieces, item % pieces);
             let a = piece * PIECE;
@@ -398,6 +417,506 @@ pub unsafe extern "C" fn floor_write(
         }
         0
     });
+}
+
+// --------------------------------------------------------------------------- the gather floor
+
+/// Copies the `W` bytes at `src` to `dst` in straight-line code (no loop, no call: `W` is
+/// known when it compiles), in pieces of at most 64 bytes, the way a gather's copy of a fixed
+/// width is compiled. `NT`: the pieces go out by streaming (non-temporal) stores, bypassing
+/// the caches, where `W` allows (4, 8 or a multiple of 16 bytes); other widths by
+/// [`stream_copy`].
+///
+/// # Safety
+/// `[src, src + W)` is readable, `[dst, dst + W)` writable and apart from it; with `NT` and a
+/// multiple of 16 bytes, `dst` is 16-byte aligned (32 where `W` is a multiple of 32 and AVX
+/// is on).
+#[inline(always)]
+unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u8) {
+    #[cfg(target_arch = "x86_64")]
+    if NT {
+        use std::arch::x86_64::*;
+        // SAFETY: (all of this block) every load and store is inside the `W` bytes the caller
+        // vouches for, and each streaming store of 16 (32) bytes is at `dst` plus a multiple
+        // of 16 (32), which the caller's alignment makes aligned as the instruction needs.
+        // SSE2 is part of x86-64; AVX only where this is compiled for it.
+        unsafe {
+            if W == 4 {
+                _mm_stream_si32(dst.cast(), src.cast::<i32>().read_unaligned());
+            } else if W == 8 {
+                _mm_stream_si64(dst.cast(), src.cast::<i64>().read_unaligned());
+            } else if cfg!(target_feature = "avx") && W.is_multiple_of(32) {
+                #[cfg(target_feature = "avx")]
+                {
+                    let mut at = 0;
+                    while at < W {
+                        let v = _mm256_loadu_si256(src.add(at).cast());
+                        _mm256_stream_si256(dst.add(at).cast(), v);
+                        at += 32;
+                    }
+                }
+            } else if W.is_multiple_of(16) {
+                let mut at = 0;
+                while at < W {
+                    let v = _mm_loadu_si128(src.add(at).cast());
+                    _mm_stream_si128(dst.add(at).cast(), v);
+                    at += 16;
+                }
+            } else {
+                stream_copy(src, dst, W);
+            }
+        }
+        return;
+    }
+    // SAFETY: the caller's contract (the `W` bytes of both blocks), passed on.
+    unsafe { copy_pieces::<W>(src, dst) };
+}
+
+/// The plain copy of [`copy_fixed`]: 32-byte unaligned vector moves (16-byte without AVX)
+/// spelled out for up to 1 KiB, each under a test of `W` that compiles away, then what is
+/// left of `W` by `copy_nonoverlapping` (under a piece: a few moves). Not a loop: LLVM turns a
+/// loop of moves back into a call of `memcpy`, and a `read_volatile` of a byte array into
+/// byte loads.
+///
+/// # Safety
+/// As `ptr::copy_nonoverlapping(src, dst, W)`.
+#[inline(always)]
+unsafe fn copy_pieces<const W: usize>(src: *const u8, dst: *mut u8) {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "avx")))]
+    use std::arch::x86_64::{__m128i as Piece, _mm_loadu_si128 as load, _mm_storeu_si128 as store};
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
+    use std::arch::x86_64::{
+        __m256i as Piece, _mm256_loadu_si256 as load, _mm256_storeu_si256 as store,
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        const P: usize = std::mem::size_of::<Piece>();
+        macro_rules! pieces {
+            ($($k:literal)*) => {$(
+                if ($k + 1) * P <= W {
+                    // SAFETY: bytes k * P .. (k + 1) * P <= W of both blocks; unaligned
+                    // loads and stores (SSE2 is part of x86-64, AVX where compiled for it).
+                    unsafe { store(dst.add($k * P).cast(), load(src.add($k * P).cast())) };
+                }
+            )*};
+        }
+        pieces!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+        let done = (W / P).min(32) * P;
+        if done < W {
+            // SAFETY: the bytes done .. W of both blocks.
+            unsafe { std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), W - done) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, W)
+    };
+}
+
+/// Blocks longer than this are copied with software prefetch [`LOOKAHEAD`] bytes ahead inside
+/// the block: the hardware's streamer stops at every 4 KiB page, and a gather of 128 KiB
+/// slices is one long copy after another.
+const LONG: usize = 4096;
+/// How far ahead inside a long block its source is prefetched.
+const LOOKAHEAD: usize = 1024;
+
+/// Copies `len` bytes from `src` to `dst` by streaming stores of whole 64-byte lines of `dst`
+/// (two 32-byte stores with AVX, four of 16 bytes without), plain ones at the ragged ends (as
+/// [`stream_fill`] writes); the source of a long block prefetched ahead.
+///
+/// # Safety
+/// As `ptr::copy_nonoverlapping(src, dst, len)`.
+#[inline(always)]
+unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let head = dst.align_offset(LINE).min(len);
+        let lines = (len - head) / LINE;
+        let ahead = if len > LONG { LOOKAHEAD } else { 0 };
+        // SAFETY: the head, the body of whole lines (64-byte aligned at `dst + head`, so each
+        // 16- or 32-byte streaming store is aligned as it needs) and the tail cover [0, len)
+        // exactly, inside both blocks; a prefetch never faults, whatever the address. SSE2
+        // is part of x86-64, AVX only where this is compiled for it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, dst, head);
+            let (s, d) = (src.add(head), dst.add(head));
+            for l in 0..lines {
+                let (s, d) = (s.add(l * LINE), d.add(l * LINE));
+                if ahead > 0 {
+                    _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(ahead).cast());
+                }
+                #[cfg(target_feature = "avx")]
+                {
+                    _mm256_stream_si256(d.cast(), _mm256_loadu_si256(s.cast()));
+                    _mm256_stream_si256(d.add(32).cast(), _mm256_loadu_si256(s.add(32).cast()));
+                }
+                #[cfg(not(target_feature = "avx"))]
+                for w in 0..4 {
+                    let v = _mm_loadu_si128(s.add(16 * w).cast());
+                    _mm_stream_si128(d.add(16 * w).cast(), v);
+                }
+            }
+            let done = head + lines * LINE;
+            std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), len - done);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, len)
+    };
+}
+
+/// A block of any width: `memcpy`, or [`stream_copy`] with `NT`.
+///
+/// # Safety
+/// As `ptr::copy_nonoverlapping(src, dst, len)`.
+#[inline(always)]
+unsafe fn copy_any<const NT: bool>(src: *const u8, dst: *mut u8, len: usize) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        if NT {
+            stream_copy(src, dst, len);
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, len);
+        }
+    }
+}
+
+/// Copies the blocks at `data + now[i]` to `dst`, `dst + block`, ... in order, `U` a loop
+/// turn, prefetching the block at `data + ahead[i]` (when `prefetch`) with hint `H`.
+///
+/// # Safety
+/// Every `data + now[i] .. + block` is readable; `[dst, dst + now.len() * block)` writable
+/// and apart from them (and aligned as [`copy_fixed`] asks with `NT`); `ahead` is at least as
+/// long as `now`; `W` is 0 or `block`.
+#[inline(always)]
+unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>(
+    data: *const u8,
+    now: &[u64],
+    ahead: &[u64],
+    mut dst: *mut u8,
+    block: usize,
+    prefetch_ahead: bool,
+) {
+    let at = |off: u64| data.wrapping_add(off as usize);
+    let mut now_chunks = now.chunks_exact(U);
+    let mut ahead_chunks = ahead.chunks_exact(U);
+    for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
+        for u in 0..U {
+            // SAFETY: (both arms) the block at c[u] is readable and the next `block` bytes of
+            // the output writable (the caller's contract); W == block when W != 0.
+            unsafe {
+                if W == 0 {
+                    if prefetch_ahead {
+                        prefetch::<H>(at(a[u]), block);
+                    }
+                    copy_any::<NT>(at(c[u]), dst, block);
+                    dst = dst.add(block);
+                } else {
+                    if prefetch_ahead {
+                        prefetch_fixed::<W, H>(at(a[u]));
+                    }
+                    copy_fixed::<W, NT>(at(c[u]), dst);
+                    dst = dst.add(W);
+                }
+            }
+        }
+    }
+    for &off in now_chunks.remainder() {
+        // SAFETY: as above.
+        unsafe {
+            if W == 0 {
+                copy_any::<NT>(at(off), dst, block);
+            } else {
+                copy_fixed::<W, NT>(at(off), dst);
+            }
+            dst = dst.add(block);
+        }
+    }
+}
+
+/// Where a stretch of a gather floor's work is: `count` blocks from place `start` of the cycle
+/// of `n` offsets, repeated; block `i` of the stretch goes to place `i % seg` of the output
+/// (the output holds one segment: the whole gather, or one batch of a service).
+#[derive(Clone, Copy)]
+struct Stretch {
+    n: usize,
+    start: usize,
+    count: usize,
+    seg: usize,
+    block: usize,
+    distance: usize,
+}
+
+/// Items `first .. first + len` of a stretch's repetitions (item `r * count + i` is block `i`
+/// of repetition `r`), copied into `region` (one segment of `seg` blocks): in runs that cross
+/// neither the end of the cycle, nor of the stretch, nor of a segment, so that within a run
+/// the offsets and the output are both consecutive and nothing is divided per block.
+///
+/// # Safety
+/// Every `data + offsets[k] .. + block` (k < n) is readable; `offsets` holds `n + distance`
+/// offsets at least (the first ones again after the `n`); `region` has `seg * block` writable
+/// bytes no one else uses during the call, 64-byte aligned; `W` is 0 or `block`.
+unsafe fn gather_range<const U: usize, const H: i32, const W: usize, const NT: bool>(
+    data: *const u8,
+    offsets: &[u64],
+    region: *mut u8,
+    s: Stretch,
+    first: usize,
+    len: usize,
+) {
+    let (mut item, end) = (first, first + len);
+    while item < end {
+        let i = item % s.count; // block of the stretch
+        let k = (s.start + i) % s.n; // place in the cycle
+        let j = i % s.seg; // place in the output
+        let run = (end - item).min(s.count - i).min(s.n - k).min(s.seg - j);
+        // SAFETY: k + run <= n and k + distance + run <= n + distance <= offsets.len(), so
+        // both slices are in bounds; j + run <= seg, so the run's output is inside the region.
+        unsafe {
+            copy_run::<U, H, W, NT>(
+                data,
+                &offsets[k..k + run],
+                &offsets[k + s.distance..k + s.distance + run],
+                region.add(j * s.block),
+                s.block,
+                s.distance > 0,
+            );
+        }
+        item += run;
+    }
+}
+
+/// [`gather_range`] with the unrolling, prefetch hint and streaming given at run time.
+///
+/// # Safety
+/// As [`gather_range`] (with `W` = 0 or `block`, which this picks).
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_with(
+    unroll: usize,
+    hint: usize,
+    streaming: bool,
+    data: *const u8,
+    offsets: &[u64],
+    region: *mut u8,
+    s: Stretch,
+    first: usize,
+    len: usize,
+) {
+    const T0: i32 = 3;
+    const T1: i32 = 2;
+    const T2: i32 = 1;
+    const NTA: i32 = 0;
+    macro_rules! go {
+        ($u:literal, $h:ident, $w:literal) => {
+            // SAFETY: the caller's contract, passed on; $w is 0 or `block`.
+            unsafe {
+                if streaming {
+                    gather_range::<$u, $h, $w, true>(data, offsets, region, s, first, len)
+                } else {
+                    gather_range::<$u, $h, $w, false>(data, offsets, region, s, first, len)
+                }
+            }
+        };
+    }
+    macro_rules! hinted {
+        ($u:literal, $w:literal) => {
+            match hint {
+                1 => go!($u, T1, $w),
+                2 => go!($u, T2, $w),
+                3 => go!($u, NTA, $w),
+                _ => go!($u, T0, $w),
+            }
+        };
+    }
+    // Straight-line copies for the common widths and the benchmarks' own (elements of 1 to 8
+    // bytes, 60- and 140-byte slices, rows of 64 bytes to 1 KiB); `memcpy` for any other.
+    macro_rules! width {
+        ($u:literal) => {
+            match s.block {
+                1 => hinted!($u, 1),
+                2 => hinted!($u, 2),
+                4 => hinted!($u, 4),
+                8 => hinted!($u, 8),
+                16 => hinted!($u, 16),
+                32 => hinted!($u, 32),
+                60 => hinted!($u, 60),
+                64 => hinted!($u, 64),
+                128 => hinted!($u, 128),
+                140 => hinted!($u, 140),
+                256 => hinted!($u, 256),
+                512 => hinted!($u, 512),
+                1024 => hinted!($u, 1024),
+                _ => hinted!($u, 0),
+            }
+        };
+    }
+    match unroll {
+        2 => width!(2),
+        4 => width!(4),
+        8 => width!(8),
+        _ => width!(1),
+    }
+}
+
+/// Whether every block `data + offsets[i] .. + block` (`i < padded`) lies in the `data_len`
+/// bytes at `data`: benches/floor.py asks once, before any [`floor_gather`] of them.
+///
+/// # Safety
+/// `offsets` points to `padded` readable offsets.
+#[no_mangle]
+pub unsafe extern "C" fn floor_offsets_fit(
+    offsets: *const u64,
+    padded: usize,
+    block: usize,
+    data_len: usize,
+) -> bool {
+    if offsets.is_null() {
+        return false;
+    }
+    // SAFETY: the caller passes `padded` live offsets.
+    let offsets = unsafe { std::slice::from_raw_parts(offsets, padded) };
+    offsets.iter().all(|&o| {
+        usize::try_from(o)
+            .ok()
+            .and_then(|o| o.checked_add(block))
+            .is_some_and(|end| end <= data_len)
+    })
+}
+
+/// The gather floor: an unchecked gather of the blocks at `data + offsets[..]` (byte offsets,
+/// precomputed) into a warm output, with nothing of ndgather in it. Blocks `start .. start +
+/// count` of the cycle of `n` offsets, `reps` times, each copied to its place in the output:
+/// block `i` of the stretch to block `i % seg` of a segment of `seg` blocks (one segment is
+/// the case's whole output, or one batch of a service). On `threads` threads, split one of
+/// two ways, so that no two threads ever write the same bytes:
+///
+/// * `shared` false: dynamic chunks of [`CHUNK`] blocks, taken as threads come free, each
+///   thread `t` writing a segment of its own, `out + t * seg * block .. + seg * block` (the
+///   output is `threads` segments: more memory, and more cache, than a gather's);
+/// * `shared` true: one segment, each thread the same share of every segment (thread `t` the
+///   blocks `t * seg / threads .. (t + 1) * seg / threads`), as a gather splits its output.
+///
+/// Prefetching the block `distance` places ahead with hint `hint` (0 to 3: T0, T1, T2, NTA),
+/// `unroll` blocks a loop turn (1, 2, 4 or 8), by plain or (`streaming`) non-temporal stores.
+/// Returns the blocks copied: 0 when the sizes given do not hold the work (nothing done).
+///
+/// # Safety
+/// `data` points to readable bytes and `offsets` to `padded` offsets, each block `data +
+/// offset .. + block` inside them ([`floor_offsets_fit`] said so); `out` to `out_len`
+/// writable bytes that nothing else uses during the call and that do not overlap `data`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn floor_gather(
+    data: *const u8,
+    offsets: *const u64,
+    n: usize,
+    padded: usize,
+    block: usize,
+    out: *mut u8,
+    out_len: usize,
+    seg: usize,
+    start: usize,
+    count: usize,
+    reps: usize,
+    threads: usize,
+    shared: bool,
+    distance: usize,
+    unroll: usize,
+    hint: usize,
+    streaming: bool,
+) -> u64 {
+    let total = count.saturating_mul(reps.max(1));
+    let used = if shared {
+        threads.clamp(1, seg.max(1))
+    } else {
+        used_threads(total, threads, CHUNK)
+    };
+    // The sizes at the boundary: every segment written inside `out`, which is aligned for
+    // streaming stores; the offsets ahead (`distance`) inside the `padded` given.
+    let segments = if shared { 1 } else { used };
+    let region_len = seg.checked_mul(block);
+    let fits = region_len
+        .and_then(|r| r.checked_mul(segments))
+        .is_some_and(|need| need <= out_len);
+    if data.is_null()
+        || offsets.is_null()
+        || out.is_null()
+        || n == 0
+        || padded < n
+        || block == 0
+        || seg == 0
+        || count == 0
+        || !fits
+        || !(out as usize).is_multiple_of(64)
+    {
+        return 0;
+    }
+    let region_len = seg * block;
+    // SAFETY: the caller passes `padded` live offsets.
+    let offsets = unsafe { std::slice::from_raw_parts(offsets, padded) };
+    let s = Stretch {
+        n,
+        start: start % n,
+        count,
+        seg,
+        block,
+        distance: distance.min(padded - n),
+    };
+    let (data, out) = (data as usize, out as usize); // shared by the threads
+                                                     // Items `first .. first + len` into the segment at `region`.
+                                                     // SAFETY: (of each call) the blocks are inside data (the caller's contract); the segment
+                                                     // is inside `out` (checked above) and only this thread writes the places of it that these
+                                                     // items go to (each way of splitting says why); it starts 64-byte aligned (`out` is, and
+                                                     // so is every segment after the first when a streaming copy needs it: `block` is then a
+                                                     // multiple of 16 or 32, and so is `seg * block`).
+    let gather = |region: usize, first: usize, len: usize| unsafe {
+        gather_with(
+            unroll,
+            hint,
+            streaming,
+            data as *const u8,
+            offsets,
+            region as *mut u8,
+            s,
+            first,
+            len,
+        )
+    };
+    if !shared {
+        // Thread t writes only segment t of `out`.
+        return split(total, used, CHUNK, |t, first, len| {
+            gather(out + t * region_len, first, len);
+            len as u64
+        });
+    }
+    // Thread t writes only the places t * seg / used .. (t + 1) * seg / used of the one
+    // segment, in every segment of the stretch and every repetition.
+    let share = |t: usize| {
+        let (lo, hi) = (t * seg / used, (t + 1) * seg / used);
+        let mut done = 0u64;
+        for r in 0..reps.max(1) {
+            for s0 in (0..count).step_by(seg) {
+                let (a, b) = (s0 + lo, (s0 + hi).min(count));
+                if a < b {
+                    gather(out, r * count + a, b - a);
+                    done += (b - a) as u64;
+                }
+            }
+        }
+        done
+    };
+    thread::scope(|sc| {
+        let share = &share;
+        let handles: Vec<_> = (1..used).map(|t| sc.spawn(move || share(t))).collect();
+        let mine = share(0);
+        handles
+            .into_iter()
+            .fold(mine, |acc, h| acc + h.join().unwrap_or(0))
+    })
 }
 
 #[cfg(test)]
@@ -452,6 +971,126 @@ mod tests {
                     assert_eq!(per_pass, need, "width {w}");
                 }
             }
+        }
+    }
+    /// Every setting of every width copies every block to its place: with one segment (a
+    /// whole gather) each thread's region ends equal to the gather; with segments of a few
+    /// blocks (batches), each region holds the last segment its thread wrote, which is some
+    /// segment of the gather.
+    #[test]
+    fn the_gather_floor_gathers() {
+        for w in [
+            1, 2, 3, 4, 8, 16, 32, 60, 64, 100, 128, 140, 256, 512, 1024, 1500,
+        ] {
+            let rows = 300;
+            let data: Vec<u8> = (0..rows * w)
+                .map(|i| ((i * 7 + i / w) % 255 + 1) as u8)
+                .collect();
+            let n = 2100; // more than two chunks: both threads work
+            let offsets: Vec<u64> = (0..n + 64)
+                .map(|i| ((i * 97 + 31) % rows * w) as u64)
+                .collect();
+            // SAFETY: every offset's block lies inside `data` (asked of the library too).
+            assert!(unsafe { floor_offsets_fit(offsets.as_ptr(), offsets.len(), w, data.len()) });
+            let want: Vec<u8> = offsets[..n]
+                .iter()
+                .flat_map(|&o| data[o as usize..o as usize + w].iter().copied())
+                .collect();
+            for (seg, threads, shared) in [
+                (n, 1, false),
+                (n, 2, false),
+                (7, 1, false),
+                (3, 2, false),
+                (n, 2, true),
+                (7, 2, true),
+            ] {
+                for (distance, unroll, hint, nt) in [
+                    (0, 1, 0, false),
+                    (8, 4, 1, true),
+                    (64, 8, 3, false),
+                    (1, 2, 2, true),
+                ] {
+                    let mut raw = vec![0u8; 2 * seg * w + 64];
+                    let shift = raw.as_ptr().align_offset(64);
+                    let out = &mut raw[shift..shift + 2 * seg * w];
+                    // SAFETY: as above; `out` holds two regions of `seg` blocks, 64-aligned.
+                    let got = unsafe {
+                        floor_gather(
+                            data.as_ptr(),
+                            offsets.as_ptr(),
+                            n,
+                            offsets.len(),
+                            w,
+                            out.as_mut_ptr(),
+                            out.len(),
+                            seg,
+                            0,
+                            n,
+                            2,
+                            threads,
+                            shared,
+                            distance,
+                            unroll,
+                            hint,
+                            nt,
+                        )
+                    };
+                    assert_eq!(got, 2 * n as u64, "width {w}");
+                    let what =
+                        format!("width {w}, seg {seg}, threads {threads} shared {shared}, nt {nt}");
+                    // Each block of a thread's region is the block of that place in some
+                    // segment (the segments a chunk of work crosses may differ per place), or
+                    // untouched (zeros: the data has none) when the other thread did them all.
+                    let regions = if shared { 1 } else { threads };
+                    for region in out.chunks_exact(seg * w).take(regions) {
+                        for (j, got) in region.chunks_exact(w).enumerate() {
+                            let ok = (j..n)
+                                .step_by(seg)
+                                .any(|i| got == &want[i * w..(i + 1) * w]);
+                            let untouched = threads == 2 && got.iter().all(|&b| b == 0);
+                            assert!(ok || untouched, "{what}, place {j}");
+                        }
+                    }
+                    if seg == n && (threads == 1 || shared) {
+                        assert!(out[..n * w] == want[..], "{what}");
+                    }
+                    if seg == n {
+                        // Every place was written by one thread or the other.
+                        let written = (0..n).all(|j| {
+                            let place = |r: usize| &out[r * n * w + j * w..r * n * w + (j + 1) * w];
+                            place(0).iter().any(|&b| b != 0)
+                                || place(threads - 1).iter().any(|&b| b != 0)
+                        });
+                        assert!(written, "{what}");
+                    }
+                }
+            }
+            // Sizes that do not hold the work are refused.
+            let mut small = vec![0u8; w + 64];
+            let shift = small.as_ptr().align_offset(64);
+            // SAFETY: refused before any block is copied (the region does not fit).
+            let got = unsafe {
+                floor_gather(
+                    data.as_ptr(),
+                    offsets.as_ptr(),
+                    n,
+                    offsets.len(),
+                    w,
+                    small[shift..].as_mut_ptr(),
+                    w,
+                    2,
+                    0,
+                    n,
+                    1,
+                    1,
+                    false,
+                    0,
+                    1,
+                    0,
+                    false,
+                )
+            };
+            assert_eq!(got, 0);
         }
     }
 }
