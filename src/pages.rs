@@ -61,9 +61,9 @@ const BATCH: usize = 1024;
 /// Rows tested when no recent call on the table found a page missing: if
 /// each is resident, the call is taken as warm and nothing more is asked of
 /// the kernel. A `mincore` of one page costs about 0.4 us and populating
-/// the table's last page 0.3 us (Intel Xeon VM, docs/performance.md), as
-/// much as copying 50 KiB warm: one row per 512 KiB of output, at most
-/// this many, keeps the test near 5% of a warm call's copy. (A table that
+/// the table's last page 0.3 us (Intel Xeon VM), as much as copying 50 KiB
+/// warm: one row per 512 KiB of output, at most this many, keeps the test
+/// near 5% of a warm call's copy. (A table that
 /// is partly cold is found by the first call whose sample misses; its
 /// calls then test every page.)
 const SAMPLE: usize = 4;
@@ -157,19 +157,20 @@ impl<'p> Reads<'p> {
         self.first.wrapping_add_signed(offset + self.lo)
     }
 
-    /// Whether a sample of the rows is resident, once the table's last page
-    /// is populated (mapped; read first if it is not resident, one page):
-    /// a file cut anywhere below the table fails there, where `mincore` may
-    /// count pages past a file's end as resident (the rest of a large folio
-    /// cut by a truncation). A bad index counts as resident: the copy
-    /// reports it.
+    /// Whether a sample of the rows is resident, then the table's last
+    /// page: resident, it is populated too (mapped; no read), and a file
+    /// cut anywhere below the table fails there, where `mincore` may count
+    /// pages past a file's end as resident (the rest of a large folio cut
+    /// by a truncation). A last page not resident is left to the full pass
+    /// (populating it cold would read around it by the mapping's
+    /// read-ahead: 4 ms for 8 MiB here). A bad index counts as resident:
+    /// the copy reports it.
     fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
-        populate(&[(self.last_page, 1)], self.page)?;
         let n = self.plan.n_rows;
         let samples = (self.plan.out_bytes / SAMPLE_BYTES).clamp(1, SAMPLE).min(n);
         let step = n / samples;
         let mut one = [0isize; 1];
-        Ok((0..samples).all(|i| {
+        let rows_resident = (0..samples).all(|i| {
             !rows.offsets(i * step, &mut one) || one[0] == ZERO_FILL || {
                 let a = self.start(one[0]);
                 let first = a / self.page;
@@ -180,7 +181,12 @@ impl<'p> Reads<'p> {
                     vec,
                 )
             }
-        }))
+        });
+        if !rows_resident || !resident(self.last_page, 1, self.page, vec) {
+            return Ok(false);
+        }
+        populate(&[(self.last_page, 1)], self.page)?;
+        Ok(true)
     }
 
     /// The runs of pages `(first, count)` the rows read and the table's

@@ -168,12 +168,24 @@ def test_block_quantized_from_a_mapping(tmp_path: Path) -> None:
     assert e.value.errno == errno.EFAULT and e.value.filename == str(tmp_path / "scales")
 
 
-def test_cold_gather_reads_only_the_pages_it_touches(table_file: Path) -> None:
-    data = cold(table_file, open_memmap)
-    ids = np.arange(0, ROWS, 64)  # 32 rows of one page each, 256 KiB apart
-    ndgather.gather(data, ids)
-    # The rows' pages and the table's last page (the test for a cut file): no read-around.
-    assert resident(data) <= len(ids) + 1
+@pytest.mark.parametrize("on", [True, False])
+def test_cold_gather_reads_only_the_pages_it_touches(tmp_path: Path, on: bool) -> None:
+    # 32 MiB, four times the default read-around of a fault (8 MiB here).
+    path = tmp_path / "big.f32"
+    np.arange(8192 * 1024, dtype=np.float32).tofile(path)
+    data = np.memmap(path, dtype=np.float32, mode="r", shape=(8192, 1024))
+    drop_cache(path)
+    if resident(data) > 1:
+        pytest.skip("the page cache kept the file's pages (tmpfs?)")
+    ndgather.set_prefault(on)
+    ids = np.arange(0, 8192, 256)  # 32 rows of one page each, 1 MiB apart
+    assert np.array_equal(ndgather.gather(data, ids), np.asarray(data)[ids])
+    if on:
+        # The rows' pages and the table's last page (the test for a cut file): no read-around.
+        assert resident(data) <= len(ids) + 1
+    else:
+        # Each fault reads around it (the kernel's read-ahead): what the prefault avoids.
+        assert resident(data) > len(ids) + 1
 
 
 def test_warm_calls_read_nothing_new(table_file: Path, expected: np.ndarray) -> None:
