@@ -15,7 +15,7 @@
 //! bindings decide whether `data` lies in a mapping at all.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::layout::SliceLayout;
 use crate::mode::Mode;
@@ -58,43 +58,130 @@ impl RowOffsets for OneShot<'_> {
 /// Rows whose offsets are computed at a time.
 const BATCH: usize = 1024;
 
-/// Rows tested when no recent call on the table found a page missing: if
-/// each is resident, the call is taken as warm and nothing more is asked of
-/// the kernel. A `mincore` of one page costs about 0.4 us and populating
-/// the table's last page 0.3 us (Intel Xeon VM), as much as copying 50 KiB
-/// warm: one row per 512 KiB of output, at most this many, keeps the test
-/// near 5% of a warm call's copy. (A table that
-/// is partly cold is found by the first call whose sample misses; its
-/// calls then test every page.)
+/// Rows tested when no recent call on the table found a page missing (and
+/// none found it warm within [`RESAMPLE_NS`]): if each is resident, the
+/// call is taken as warm and nothing more is asked of the kernel. A
+/// `mincore` of one page costs 0.4-0.7 us (Intel Xeon VM), as much as
+/// copying 50 KiB warm: one row per 512 KiB of output, at most this many,
+/// keeps a sampling call's test near 5% of its copy. (A table that is
+/// partly cold is found by the first call whose sample misses; its calls
+/// then test every page.)
 const SAMPLE: usize = 4;
 const SAMPLE_BYTES: usize = 512 * 1024;
 
-/// Tables (by the address of their first byte) on which a recent call found
-/// pages missing: a table half in memory (larger than memory, or cooling)
-/// would pass a sample while its copy faults the rest one at a time, so
-/// their calls test every page until one finds them all resident.
-static COLD_TABLES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
-
-fn cold(table: usize) -> bool {
-    COLD_TABLES
-        .iter()
-        .any(|t| t.load(Ordering::Relaxed) == table)
+/// A few tables, by the address of their first byte. Entries are only
+/// hints (a table forgotten or confused with another costs one more test or
+/// one read around a page, never a wrong result): relaxed atomics suffice.
+struct TableSet {
+    slots: [AtomicUsize; 8],
+    /// The slot the next new entry takes (round robin: the oldest goes).
+    next: AtomicUsize,
 }
 
-fn mark(table: usize, missing: bool) {
-    let slot = COLD_TABLES
-        .iter()
-        .find(|t| t.load(Ordering::Relaxed) == table);
-    match (slot, missing) {
-        (Some(t), false) => t.store(0, Ordering::Relaxed),
-        (None, true) => {
-            // Round robin over the slots: the oldest entry makes room.
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let i = NEXT.fetch_add(1, Ordering::Relaxed) % COLD_TABLES.len();
-            COLD_TABLES[i].store(table, Ordering::Relaxed);
+impl TableSet {
+    const fn new() -> Self {
+        TableSet {
+            slots: [const { AtomicUsize::new(0) }; 8],
+            next: AtomicUsize::new(0),
         }
-        _ => {}
     }
+
+    fn has(&self, table: usize) -> bool {
+        self.slots
+            .iter()
+            .any(|t| t.load(Ordering::Relaxed) == table)
+    }
+
+    fn set(&self, table: usize, member: bool) {
+        let slot = self
+            .slots
+            .iter()
+            .find(|t| t.load(Ordering::Relaxed) == table);
+        match (slot, member) {
+            (Some(t), false) => t.store(0, Ordering::Relaxed),
+            (None, true) => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+                self.slots[i].store(table, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Tables on which a recent call found pages missing: a table half in
+/// memory (larger than memory, or cooling) would pass a sample while its
+/// copy faults the rest one at a time, so their calls test every page until
+/// one finds them all resident.
+static COLD_TABLES: TableSet = TableSet::new();
+
+/// Tables a recent call found warm (its sample and the table's last page
+/// resident), with when: a call within [`RESAMPLE_NS`] of that takes the
+/// table as warm without a sample, and every call on one of them populates
+/// the last page without asking `mincore` first. That leaves a warm call
+/// one `madvise` (about 0.3 us) where the sample and the last page's test
+/// cost 1 us (docs/performance.md, "Tables in files"). Entries are hints:
+/// a table that cooled within the window costs one call that faults its
+/// cold pages itself (and takes long enough that the next call samples
+/// again); a last page evicted since is read around once.
+static WARM_TABLES: TableTimes = TableTimes::new();
+
+/// How long a table found warm is taken as warm without a sample.
+const RESAMPLE_NS: u64 = 1_000_000;
+
+/// A few tables, by the address of their first byte, each with a time
+/// (nanoseconds of `CLOCK_MONOTONIC`); hints, as for [`TableSet`].
+struct TableTimes {
+    slots: [AtomicUsize; 8],
+    at: [AtomicU64; 8],
+    next: AtomicUsize,
+}
+
+impl TableTimes {
+    const fn new() -> Self {
+        TableTimes {
+            slots: [const { AtomicUsize::new(0) }; 8],
+            at: [const { AtomicU64::new(0) }; 8],
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// When `table` was stamped last, if it is here.
+    fn at(&self, table: usize) -> Option<u64> {
+        let i = self
+            .slots
+            .iter()
+            .position(|t| t.load(Ordering::Relaxed) == table)?;
+        Some(self.at[i].load(Ordering::Relaxed))
+    }
+
+    fn stamp(&self, table: usize, now: u64) {
+        let i = match self
+            .slots
+            .iter()
+            .position(|t| t.load(Ordering::Relaxed) == table)
+        {
+            Some(i) => i,
+            None => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+                self.slots[i].store(table, Ordering::Relaxed);
+                i
+            }
+        };
+        self.at[i].store(now, Ordering::Relaxed);
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (a vDSO read, no system call).
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the one timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
 }
 
 /// The pages one call reads: where `data` is, and which bytes of a row.
@@ -157,20 +244,39 @@ impl<'p> Reads<'p> {
         self.first.wrapping_add_signed(offset + self.lo)
     }
 
-    /// Whether a sample of the rows is resident, then the table's last
-    /// page: resident, it is populated too (mapped; no read), and a file
-    /// cut anywhere below the table fails there, where `mincore` may count
+    /// Whether the call is warm: a sample of its rows resident (unless the
+    /// table was found warm within [`RESAMPLE_NS`]), then the table's last
+    /// page. That is populated too (mapped; no read), and a file cut
+    /// anywhere below the table fails there, where `mincore` may count
     /// pages past a file's end as resident (the rest of a large folio cut
     /// by a truncation). A last page not resident is left to the full pass
     /// (populating it cold would read around it by the mapping's
     /// read-ahead: 4 ms for 8 MiB here). A bad index counts as resident:
     /// the copy reports it.
-    fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
+    fn warm(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
+        let table = self.table();
+        let now = monotonic_ns();
+        let found = WARM_TABLES.at(table);
+        if found.is_none_or(|at| now.wrapping_sub(at) >= RESAMPLE_NS) {
+            if !self.sample_resident(rows, vec)
+                || found.is_none() && !resident(self.last_page, 1, self.page, vec)
+            {
+                return Ok(false);
+            }
+            WARM_TABLES.stamp(table, now);
+        }
+        populate(&[(self.last_page, 1)], self.page)?;
+        Ok(true)
+    }
+
+    /// Whether a sample of the rows is resident: one row per
+    /// [`SAMPLE_BYTES`] of output, at most [`SAMPLE`].
+    fn sample_resident(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> bool {
         let n = self.plan.n_rows;
         let samples = (self.plan.out_bytes / SAMPLE_BYTES).clamp(1, SAMPLE).min(n);
         let step = n / samples;
         let mut one = [0isize; 1];
-        let rows_resident = (0..samples).all(|i| {
+        (0..samples).all(|i| {
             !rows.offsets(i * step, &mut one) || one[0] == ZERO_FILL || {
                 let a = self.start(one[0]);
                 let first = a / self.page;
@@ -181,12 +287,7 @@ impl<'p> Reads<'p> {
                     vec,
                 )
             }
-        });
-        if !rows_resident || !resident(self.last_page, 1, self.page, vec) {
-            return Ok(false);
-        }
-        populate(&[(self.last_page, 1)], self.page)?;
-        Ok(true)
+        })
     }
 
     /// The runs of pages `(first, count)` the rows read and the table's
@@ -230,7 +331,7 @@ pub(crate) fn prefault(
         return Ok(());
     };
     let mut vec = Vec::new();
-    if !cold(reads.table()) && reads.sample_resident(rows, &mut vec)? {
+    if !COLD_TABLES.has(reads.table()) && reads.warm(rows, &mut vec)? {
         return Ok(());
     }
     detach(&|| {
@@ -243,7 +344,7 @@ pub(crate) fn prefault(
             .into_iter()
             .filter(|&(p, n)| !resident(p, n, reads.page, &mut vec))
             .collect();
-        mark(reads.table(), !missing.is_empty());
+        COLD_TABLES.set(reads.table(), !missing.is_empty());
         // The run of the table's last page is populated whatever `mincore`
         // says (see `sample_resident`).
         if last.is_some() && missing.last() != last.as_ref() {
@@ -262,18 +363,25 @@ fn page_size() -> usize {
 /// Whether every page of `count` from page number `first` is resident. A
 /// failing `mincore` (not mapped) says no.
 fn resident(first: usize, count: usize, page: usize, vec: &mut Vec<u8>) -> bool {
-    vec.clear();
-    vec.resize(count, 0);
+    // A warm call's sample spans a page or two: no allocation for it.
+    let mut small = [0u8; 32];
+    let buf: &mut [u8] = if count <= small.len() {
+        &mut small[..count]
+    } else {
+        vec.clear();
+        vec.resize(count, 0);
+        vec
+    };
     // SAFETY: mincore reads no memory of ours and writes one byte per page
-    // of the range into `vec`, which holds `count` bytes.
+    // of the range into `buf`, which holds `count` bytes.
     let rc = unsafe {
         libc::mincore(
             (first * page) as *mut libc::c_void,
             count * page,
-            vec.as_mut_ptr(),
+            buf.as_mut_ptr(),
         )
     };
-    rc == 0 && vec.iter().all(|b| b & 1 == 1)
+    rc == 0 && buf.iter().all(|b| b & 1 == 1)
 }
 
 /// The distinct pages (as page numbers of the address space) that reads of
@@ -343,7 +451,7 @@ fn populate(runs: &[(usize, usize)], page: usize) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{page_runs, page_size, prefault, resident, OneShot};
+    use super::{page_runs, page_size, prefault, resident, OneShot, WARM_TABLES};
     use crate::mode::Mode;
     use crate::plan::plan_gather;
     use crate::test_support::view;
@@ -396,6 +504,11 @@ mod tests {
         for row in [0, 5, 63] {
             assert!(resident(first + row, 1, page, &mut vec), "row {row}");
         }
+        // Warm now: the next call samples and stamps the table, the one
+        // after takes it as warm unsampled; the cut must still fail it.
+        prefault(&plan, &rows_of, |read| read()).unwrap();
+        prefault(&plan, &rows_of, |read| read()).unwrap();
+        assert!(WARM_TABLES.at(p as usize).is_some());
         let cut = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         cut.set_len((rows as u64 - 2) * page as u64).unwrap();
         let e = prefault(&plan, &rows_of, |read| read()).unwrap_err();

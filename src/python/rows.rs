@@ -57,7 +57,7 @@ pub(crate) fn try_take_rows<'py>(
         }
     };
     // A table in a file mapping takes the general path, which brings its
-    // pages in first (PROTOTYPE, issue 30).
+    // pages in first (`mapped`).
     if data_dtype.has_object() || in_mapping(table) {
         return Ok(None);
     }
