@@ -69,50 +69,11 @@ const BATCH: usize = 1024;
 const SAMPLE: usize = 4;
 const SAMPLE_BYTES: usize = 512 * 1024;
 
-/// A few tables, by the address of their first byte. Entries are only
-/// hints (a table forgotten or confused with another costs one more test or
-/// one read around a page, never a wrong result): relaxed atomics suffice.
-struct TableSet {
-    slots: [AtomicUsize; 8],
-    /// The slot the next new entry takes (round robin: the oldest goes).
-    next: AtomicUsize,
-}
-
-impl TableSet {
-    const fn new() -> Self {
-        TableSet {
-            slots: [const { AtomicUsize::new(0) }; 8],
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    fn has(&self, table: usize) -> bool {
-        self.slots
-            .iter()
-            .any(|t| t.load(Ordering::Relaxed) == table)
-    }
-
-    fn set(&self, table: usize, member: bool) {
-        let slot = self
-            .slots
-            .iter()
-            .find(|t| t.load(Ordering::Relaxed) == table);
-        match (slot, member) {
-            (Some(t), false) => t.store(0, Ordering::Relaxed),
-            (None, true) => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-                self.slots[i].store(table, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Tables on which a recent call found pages missing: a table half in
 /// memory (larger than memory, or cooling) would pass a sample while its
 /// copy faults the rest one at a time, so their calls test every page until
 /// one finds them all resident.
-static COLD_TABLES: TableSet = TableSet::new();
+static COLD_TABLES: Tables = Tables::new();
 
 /// Tables a recent call found warm (its sample and the table's last page
 /// resident), with when: a call within [`RESAMPLE_NS`] of that takes the
@@ -123,51 +84,55 @@ static COLD_TABLES: TableSet = TableSet::new();
 /// a table that cooled within the window costs one call that faults its
 /// cold pages itself (and takes long enough that the next call samples
 /// again); a last page evicted since is read around once.
-static WARM_TABLES: TableTimes = TableTimes::new();
+static WARM_TABLES: Tables = Tables::new();
 
 /// How long a table found warm is taken as warm without a sample.
 const RESAMPLE_NS: u64 = 1_000_000;
 
-/// A few tables, by the address of their first byte, each with a time
-/// (nanoseconds of `CLOCK_MONOTONIC`); hints, as for [`TableSet`].
-struct TableTimes {
+/// A few tables, by the address of their first byte, each with a value (a
+/// time, for [`WARM_TABLES`]). Entries are only hints (a table forgotten or
+/// confused with another costs one more test or one read around a page,
+/// never a wrong result): relaxed atomics suffice.
+struct Tables {
     slots: [AtomicUsize; 8],
-    at: [AtomicU64; 8],
+    values: [AtomicU64; 8],
+    /// The slot the next new entry takes (round robin: the oldest goes).
     next: AtomicUsize,
 }
 
-impl TableTimes {
+impl Tables {
     const fn new() -> Self {
-        TableTimes {
+        Tables {
             slots: [const { AtomicUsize::new(0) }; 8],
-            at: [const { AtomicU64::new(0) }; 8],
+            values: [const { AtomicU64::new(0) }; 8],
             next: AtomicUsize::new(0),
         }
     }
 
-    /// When `table` was stamped last, if it is here.
-    fn at(&self, table: usize) -> Option<u64> {
-        let i = self
-            .slots
-            .iter()
-            .position(|t| t.load(Ordering::Relaxed) == table)?;
-        Some(self.at[i].load(Ordering::Relaxed))
-    }
-
-    fn stamp(&self, table: usize, now: u64) {
-        let i = match self
-            .slots
+    fn slot(&self, table: usize) -> Option<usize> {
+        self.slots
             .iter()
             .position(|t| t.load(Ordering::Relaxed) == table)
-        {
-            Some(i) => i,
-            None => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-                self.slots[i].store(table, Ordering::Relaxed);
-                i
-            }
-        };
-        self.at[i].store(now, Ordering::Relaxed);
+    }
+
+    /// `table`'s value, if it is here.
+    fn get(&self, table: usize) -> Option<u64> {
+        Some(self.values[self.slot(table)?].load(Ordering::Relaxed))
+    }
+
+    fn put(&self, table: usize, value: u64) {
+        let i = self.slot(table).unwrap_or_else(|| {
+            let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+            self.slots[i].store(table, Ordering::Relaxed);
+            i
+        });
+        self.values[i].store(value, Ordering::Relaxed);
+    }
+
+    fn remove(&self, table: usize) {
+        if let Some(i) = self.slot(table) {
+            self.slots[i].store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -256,14 +221,14 @@ impl<'p> Reads<'p> {
     fn warm(&self, rows: &dyn RowOffsets, vec: &mut Vec<u8>) -> io::Result<bool> {
         let table = self.table();
         let now = monotonic_ns();
-        let found = WARM_TABLES.at(table);
+        let found = WARM_TABLES.get(table);
         if found.is_none_or(|at| now.wrapping_sub(at) >= RESAMPLE_NS) {
             if !self.sample_resident(rows, vec)
                 || found.is_none() && !resident(self.last_page, 1, self.page, vec)
             {
                 return Ok(false);
             }
-            WARM_TABLES.stamp(table, now);
+            WARM_TABLES.put(table, now);
         }
         populate(&[(self.last_page, 1)], self.page)?;
         Ok(true)
@@ -331,7 +296,7 @@ pub(crate) fn prefault(
         return Ok(());
     };
     let mut vec = Vec::new();
-    if !COLD_TABLES.has(reads.table()) && reads.warm(rows, &mut vec)? {
+    if COLD_TABLES.get(reads.table()).is_none() && reads.warm(rows, &mut vec)? {
         return Ok(());
     }
     detach(&|| {
@@ -344,7 +309,11 @@ pub(crate) fn prefault(
             .into_iter()
             .filter(|&(p, n)| !resident(p, n, reads.page, &mut vec))
             .collect();
-        COLD_TABLES.set(reads.table(), !missing.is_empty());
+        if missing.is_empty() {
+            COLD_TABLES.remove(reads.table());
+        } else {
+            COLD_TABLES.put(reads.table(), 0);
+        }
         // The run of the table's last page is populated whatever `mincore`
         // says (see `sample_resident`).
         if last.is_some() && missing.last() != last.as_ref() {
@@ -508,7 +477,7 @@ mod tests {
         // after takes it as warm unsampled; the cut must still fail it.
         prefault(&plan, &rows_of, |read| read()).unwrap();
         prefault(&plan, &rows_of, |read| read()).unwrap();
-        assert!(WARM_TABLES.at(p as usize).is_some());
+        assert!(WARM_TABLES.get(p as usize).is_some());
         let cut = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         cut.set_len((rows as u64 - 2) * page as u64).unwrap();
         let e = prefault(&plan, &rows_of, |read| read()).unwrap_err();
