@@ -64,6 +64,8 @@ SUBJECT = "ndgather"
 SETTLE_S = 0.002
 ROUNDS = (21, 3)  # --peers numpy: 15
 MIN_SAMPLE_S = (0.02, 0.001)
+#: Untimed calls before each sample (full, quick): see ``run_interleaved``'s ``lead_in_s``.
+LEAD_IN_S = (0.03, 0.0)
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +135,7 @@ def measure(run: Run) -> list[dict[str, Any]]:
             min_sample_s=run.min_sample_s,
             optional_families=peers.RUNTIMES,
             settle_s=settle_s,
+            lead_in_s=LEAD_IN_S[run.quick],
         )
         peers.release()
         record["floor_tuning"] = floor.last_tuning()

@@ -37,6 +37,8 @@ from .timing import Call, run_interleaved
 DEFAULT_CASES = ("points_2m", "rows_1m_256b")
 ROUNDS = (11, 3)
 MIN_SAMPLE_S = (0.05, 0.001)
+#: Untimed calls before each sample (full, quick): see ``run_interleaved``'s ``lead_in_s``.
+LEAD_IN_S = (0.05, 0.0)
 TABLE = "prepared table"
 
 
@@ -88,7 +90,9 @@ def measure_case(run: Run, case: Case) -> dict[str, Any]:
         f"prepare + {n_arrays}": Call(prepare_and_call, (arrays, idx)),
         f"{n_arrays} prepared": Call(prepared_calls, (arrays, p)),
     }
-    timings = run_interleaved(calls, run.rounds, run.min_sample_s, warm=True)
+    timings = run_interleaved(
+        calls, run.rounds, run.min_sample_s, warm=True, lead_in_s=LEAD_IN_S[run.quick]
+    )
     return {
         "name": case.name,
         "description": case.description,

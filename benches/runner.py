@@ -481,6 +481,7 @@ def run_case(
     reference_family: str = "numpy",
     optional_families: Collection[str] = (),
     settle_s: float = 0.0,
+    lead_in_s: float = 0.0,
 ) -> dict[str, Any]:
     """Build ``case``, check every applicable candidate against ``reference_family``, time them.
 
@@ -490,7 +491,7 @@ def run_case(
     record's ``skipped`` says why, and ``failures`` too, since its failure was not foreseen.
     Candidates that raise :class:`~candidates.NotApplicable` are only ``skipped``. Unchecked
     candidates (yardsticks such as a plain copy) are timed without comparing their output.
-    ``settle_s``: see :func:`~timing.run_interleaved`.
+    ``settle_s``, ``lead_in_s``: see :func:`~timing.run_interleaved`.
     """
     record: dict[str, Any] = {
         "name": case.name,
@@ -550,7 +551,7 @@ def run_case(
     if errors:
         return record
 
-    timings = run_interleaved(calls, rounds, min_sample_s, settle_s)
+    timings = run_interleaved(calls, rounds, min_sample_s, settle_s, lead_in_s=lead_in_s)
     record["candidates"] = {
         name: {"family": family[name], **timing.record()} for name, timing in timings.items()
     }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import statistics
 import threading
@@ -305,6 +306,7 @@ def run_interleaved(
     warm: bool = False,
     wake: bool = False,
     before_round: Callable[[], object] | None = None,
+    lead_in_s: float = 0.0,
 ) -> dict[str, Timing]:
     """Time every call ``rounds`` times, interleaved, rotating the order each round.
 
@@ -316,6 +318,12 @@ def run_interleaved(
     holds more than one call (or always, with ``wake``), one untimed call, so that the sample
     starts with the candidate's own threads awake (a pool that fell asleep in the pause would
     charge its wake-up to it). ``before_round``: run before each round (:func:`keep_resident`).
+    ``lead_in_s``: untimed calls of the candidate for about that long right before each of its
+    samples (after the pause), so that the sample does not pay for the candidate before it:
+    on the Intel Xeon VM a call that writes other buffers than the previous calls did runs up
+    to 1.6x slower for the next 15-30 ms of calls, NumPy's as ndgather's (docs/performance.md,
+    "What the large cases' columns can and cannot say"), and a sample of a call of 5-25 ms is
+    one to four calls.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -329,8 +337,10 @@ def run_interleaved(
         timer, timing = timers[name], timings[name]
         if settle_s:
             settle(settle_s)
-            if wake or timing.calls_per_sample > 1:
-                timer.timeit(1)
+        if lead_in_s:
+            timer.timeit(max(1, math.ceil(timing.calls_per_sample * lead_in_s / min_sample_s)))
+        elif settle_s and (wake or timing.calls_per_sample > 1):
+            timer.timeit(1)
         timing.samples.append(timer.timeit(timing.calls_per_sample) / timing.calls_per_sample)
     return timings
 
