@@ -66,7 +66,9 @@ pub use index::IndexType;
 pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
-pub use threads::{num_threads, set_num_threads, MAX_THREADS};
+pub use threads::{
+    linger_us, num_threads, set_linger_us, set_num_threads, MAX_LINGER_US, MAX_THREADS,
+};
 
 /// Makes ndgather safe to use in a process that forks while other threads
 /// run: registers the fork handlers of the worker pool (`threads`) and of

@@ -24,17 +24,24 @@ const TASK_MIN_COST: usize = 32 * 1024;
 /// memcpy.
 pub(crate) const RANDOM_ROW_COST: usize = 192;
 
+/// Tasks a split makes for each thread: two, so that a worker that wakes
+/// late still finds a share while each thread's rows stay together. Every
+/// task starts its copy's prefetches afresh, and the rows a thread copied in
+/// the last call are in its own core's cache only if it copies them again:
+/// with eight a thread, the 3,125 slices of `ov_gnd8_xml1` took 21 us on two
+/// threads against 14 us with two (docs/performance.md).
+const TASKS_PER_THREAD: usize = 2;
+
 /// How many rows each task of a split of `n_rows` rows costing `cost` (in
 /// bytes of sequential copying) takes, or `None` if the work is too small
-/// to split over `threads` threads: eight tasks a thread, so that a worker
-/// that wakes late still finds a share, and no task smaller than
-/// [`TASK_MIN_COST`].
+/// to split over `threads` threads: [`TASKS_PER_THREAD`] tasks a thread,
+/// none smaller than [`TASK_MIN_COST`].
 pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
     if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
         return None;
     }
     let row_cost = (cost / n_rows).max(1);
-    let per_task = n_rows.div_ceil(threads.min(MAX_THREADS) * 8);
+    let per_task = n_rows.div_ceil(threads.min(MAX_THREADS) * TASKS_PER_THREAD);
     Some(per_task.max(TASK_MIN_COST.div_ceil(row_cost)))
 }
 

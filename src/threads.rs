@@ -4,7 +4,7 @@
 //! other threads were doing at the fork (see [`Workers`]).
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use rayon::ThreadPool;
@@ -23,12 +23,63 @@ pub const MAX_THREADS: usize = 1024;
 /// Requested thread count; 0 means "not set": use every CPU.
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
-/// The worker pool and the process it was built in.
-type WorkerSlot = Option<(u32, Arc<ThreadPool>)>;
+/// The worker pool and the process it was built in, and the split last
+/// posted for helpers that linger (see [`LINGER_US`]).
+pub(crate) struct WorkerSlot {
+    /// Built on first parallel use, rebuilt when the size changes or in a
+    /// child process after `fork` (which copies the pool but not its
+    /// threads).
+    pool: Option<(u32, Arc<ThreadPool>)>,
+    /// The latest split's shared state, for lingering helpers to join.
+    posted: Option<Arc<Shared>>,
+}
 
-/// Built on first parallel use, rebuilt when the size changes or in a child
-/// process after `fork` (which copies the pool but not its threads).
-static WORKERS: Mutex<WorkerSlot> = Mutex::new(None);
+static WORKERS: Mutex<WorkerSlot> = Mutex::new(WorkerSlot {
+    pool: None,
+    posted: None,
+});
+
+/// How long a helper stays awake after its last task, looking for the next
+/// split to join before it goes back to sleep in the pool, by default
+/// (`set_linger_us` changes it). Waking a sleeping thread costs tens of
+/// microseconds on a VM (a sleeping vCPU is descheduled by the host), as
+/// long as a whole call of a few thousand rows: calls made one after another
+/// (a service's batches, a loop over arrays) then find their helper awake,
+/// as OpenMP's and TBB's workers (numba's `prange`) are found. The wait
+/// yields the core between looks, so other runnable threads are not
+/// starved; it costs a helper's core up to this long after each split call.
+pub(crate) const LINGER_US: u64 = 200;
+
+/// The most `set_linger_us` accepts: one second.
+pub const MAX_LINGER_US: u64 = 1_000_000;
+
+static LINGER_NOW_US: AtomicU64 = AtomicU64::new(LINGER_US);
+
+/// Sets how long helpers stay awake after a split, in microseconds, `0 <=
+/// us <= MAX_LINGER_US` (0: they sleep as soon as they are done).
+pub fn set_linger_us(us: i64) -> Result<()> {
+    match u64::try_from(us) {
+        Ok(us) if us <= MAX_LINGER_US => {
+            LINGER_NOW_US.store(us, Ordering::Relaxed);
+            Ok(())
+        }
+        _ => Err(GatherError::InvalidArgument(format!(
+            "set_linger_us: the time must be between 0 and {MAX_LINGER_US} microseconds, got {us}"
+        ))),
+    }
+}
+
+/// How long helpers stay awake after a split.
+pub fn linger_us() -> u64 {
+    LINGER_NOW_US.load(Ordering::Relaxed)
+}
+
+/// Helpers lingering now (see [`LINGER_US`]).
+static LINGERING: AtomicUsize = AtomicUsize::new(0);
+
+/// Bumped each time a split is posted: lingering helpers watch it without
+/// taking the lock.
+static POSTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the number of worker threads, `1 <= n <= MAX_THREADS`.
 pub fn set_num_threads(n: i64) -> Result<()> {
@@ -68,9 +119,9 @@ fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
     // pool; the Option inside is still whole.
     let mut slot = fork::lock::<Workers>();
     let pid = std::process::id();
-    match slot.take() {
+    match slot.pool.take() {
         Some((owner, p)) if owner == pid && p.current_num_threads() == threads => {
-            *slot = Some((owner, Arc::clone(&p)));
+            slot.pool = Some((owner, Arc::clone(&p)));
             return Some(p);
         }
         // Dropping the parent's pool in a forked child would signal threads
@@ -84,7 +135,7 @@ fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
         .build()
         .ok()?;
     let p = Arc::new(p);
-    *slot = Some((pid, Arc::clone(&p)));
+    slot.pool = Some((pid, Arc::clone(&p)));
     Some(p)
 }
 
@@ -106,6 +157,12 @@ impl HeldAcrossFork for Workers {
     fn installed() -> &'static AtomicBool {
         static INSTALLED: AtomicBool = AtomicBool::new(false);
         &INSTALLED
+    }
+
+    /// The parent's lingering helpers are not in the child.
+    fn in_child(slot: &mut WorkerSlot) {
+        slot.posted = None;
+        LINGERING.store(0, Ordering::SeqCst);
     }
 }
 
@@ -210,10 +267,44 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
         }),
         left: Condvar::new(),
         busy: AtomicUsize::new(0),
+        seats: AtomicUsize::new(helpers),
     }));
-    for _ in 0..helpers {
-        let shared = Arc::clone(&team.0);
-        pool.spawn(move || shared.help());
+    // Helpers still awake from an earlier split take seats in this one; the
+    // pool wakes the rest. The post comes before the count (both SeqCst),
+    // so a helper counted here sees the post when it stops lingering, at
+    // the latest (see `linger`).
+    let awake = {
+        let mut slot = fork::lock::<Workers>();
+        slot.posted = Some(Arc::clone(&team.0));
+        POSTED.fetch_add(1, Ordering::SeqCst);
+        LINGERING.load(Ordering::SeqCst).min(helpers)
+    };
+    // Seats only for the helpers counted awake (more may have sat down
+    // already, from a count this split did not see).
+    let _ = team
+        .0
+        .seats
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            Some(s.saturating_sub(helpers - awake))
+        });
+    let spawn = |count: usize| {
+        for _ in 0..count {
+            let shared = Arc::clone(&team.0);
+            pool.spawn(move || {
+                let seen = POSTED.load(Ordering::SeqCst);
+                if shared.help() {
+                    drop(shared);
+                    linger(seen);
+                }
+            });
+        }
+    };
+    spawn(helpers - awake);
+    team.0.claim_one(task);
+    // Helpers counted awake that have not sat down by now went to another
+    // caller's split: the pool wakes as many in their place.
+    if team.0.next.load(Ordering::Relaxed) < n {
+        spawn(team.0.seats.swap(0, Ordering::AcqRel));
     }
     team.0.claim(task);
     if let Some(payload) = team.finish() {
@@ -245,6 +336,9 @@ struct Shared {
     /// `state.inside`, readable without the lock: the caller watches it
     /// (see [`SPIN_BEFORE_SLEEP`]) before it sleeps on `left`.
     busy: AtomicUsize,
+    /// Lingering helpers that may still join (see `for_each_task`): those
+    /// counted awake when the split was posted.
+    seats: AtomicUsize,
 }
 
 impl Shared {
@@ -252,6 +346,14 @@ impl Shared {
         // Nothing panics while holding this lock; poisoning cannot leave
         // the state half-updated.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs the next unclaimed task, if any.
+    fn claim_one(&self, task: &(dyn Fn(usize) + Sync)) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i < self.n {
+            task(i);
+        }
     }
 
     fn claim(&self, task: &(dyn Fn(usize) + Sync)) {
@@ -264,11 +366,14 @@ impl Shared {
         }
     }
 
-    /// A pool worker's part: enter if the caller's task is still there.
-    fn help(&self) {
+    /// A worker's part: enter if the caller's task is still there; whether
+    /// it was.
+    fn help(&self) -> bool {
         let task = {
             let mut state = self.lock();
-            let Some(task) = state.task else { return };
+            let Some(task) = state.task else {
+                return false;
+            };
             state.inside += 1;
             self.busy.store(state.inside, Ordering::Relaxed);
             task
@@ -284,6 +389,41 @@ impl Shared {
         self.busy.store(state.inside, Ordering::Release);
         if state.inside == 0 {
             self.left.notify_all();
+        }
+        true
+    }
+}
+
+/// A helper's wait after its split, `seen` the count of posts it knew of:
+/// for up to [`linger_us`] it looks for a newer post and joins it, then
+/// waits again; otherwise it returns to the pool, which puts it to sleep.
+fn linger(mut seen: usize) {
+    loop {
+        let time = std::time::Duration::from_micros(linger_us());
+        if time.is_zero() {
+            return;
+        }
+        LINGERING.fetch_add(1, Ordering::SeqCst);
+        let start = std::time::Instant::now();
+        while POSTED.load(Ordering::SeqCst) == seen && start.elapsed() < time {
+            std::thread::yield_now();
+        }
+        LINGERING.fetch_sub(1, Ordering::SeqCst);
+        // A caller that counted this helper posted before counting, so the
+        // post shows here even if the wait above timed out just then.
+        let now = POSTED.load(Ordering::SeqCst);
+        if now == seen {
+            return;
+        }
+        seen = now;
+        let posted = fork::lock::<Workers>().posted.clone();
+        if let Some(shared) = posted {
+            let seated = shared
+                .seats
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+            if seated.is_ok() {
+                shared.help();
+            }
         }
     }
 }

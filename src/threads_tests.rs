@@ -71,3 +71,38 @@ fn worker_pool_runs_work() {
     let pool = worker_pool(3).expect("a pool");
     assert_eq!(pool.install(rayon::current_num_threads), 3);
 }
+
+#[test]
+fn back_to_back_splits_from_several_callers_run_every_task_once() {
+    // Helpers linger after a split and join whichever split was posted
+    // last: every task of every caller's split must still run exactly once,
+    // and no split may wait for a helper that joined another.
+    std::thread::scope(|s| {
+        for caller in 0..4 {
+            s.spawn(move || {
+                for round in 0..300 {
+                    let n = 1 + (caller * 7 + round) % 40;
+                    let counts: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+                    for_each_task(3, n, &|i| {
+                        counts[i].fetch_add(1, Ordering::Relaxed);
+                    });
+                    assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_helper_stays_awake_after_its_split() {
+    // After its last task the helper lingers (LINGER_US) before it sleeps, so
+    // that the next split finds it awake instead of paying for a wake-up.
+    let slow = |_| std::thread::sleep(std::time::Duration::from_millis(2));
+    for_each_task(2, 8, &slow);
+    let start = std::time::Instant::now();
+    let mut seen = false;
+    while !seen && start.elapsed() < std::time::Duration::from_millis(100) {
+        seen = LINGERING.load(Ordering::SeqCst) > 0;
+    }
+    assert!(seen, "no helper lingered");
+}

@@ -1,10 +1,11 @@
 """Settings read from the environment once, at import.
 
 ``NDGATHER_NUM_THREADS`` sets the thread count, ``NDGATHER_POOL_BYTES`` the result pool's
-limit and ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first. No
+limit, ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first and
+``NDGATHER_LINGER_US`` how long worker threads stay awake after a split call. No
 value may break ``import ndgather``: one that cannot be used warns once, naming the variable
 and the value, and the default stays. This module only reads the text; the range checks are
-those of ``set_num_threads`` and ``set_pool_limit``.
+those of ``set_num_threads``, ``set_pool_limit`` and ``_set_linger_us``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import warnings
 from collections.abc import Callable
 
-from ndgather._core import set_num_threads, set_pool_limit, set_prefault
+from ndgather._core import _set_linger_us, set_num_threads, set_pool_limit, set_prefault
 
 # Sizes as people write them: "0", "268435456", "512MiB", "1 GiB", "800MB", "64Ki".
 # Only units that mean the same everywhere, dask's `parse_bytes` included: with "i"
@@ -60,8 +61,8 @@ def parse_bytes(text: str) -> int:
     return value
 
 
-def parse_threads(text: str) -> int:
-    """The whole number ``text`` holds (``set_num_threads`` checks its range)."""
+def parse_whole(text: str) -> int:
+    """The whole number ``text`` holds (the setter checks its range)."""
     stripped = text.strip()
     if not stripped.isdigit():
         raise ValueError("not a whole number")
@@ -96,8 +97,9 @@ def _apply(
 
 
 def apply_environment() -> None:
-    """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES`` and ``NDGATHER_PREFAULT``,
-    warning about bad values."""
-    _apply("NDGATHER_NUM_THREADS", parse_threads, set_num_threads, "every CPU")
+    """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES``, ``NDGATHER_PREFAULT`` and
+    ``NDGATHER_LINGER_US``, warning about bad values."""
+    _apply("NDGATHER_NUM_THREADS", parse_whole, set_num_threads, "every CPU")
     _apply("NDGATHER_POOL_BYTES", parse_bytes, set_pool_limit, "the default of 1 GiB")
     _apply("NDGATHER_PREFAULT", parse_switch, lambda on: set_prefault(bool(on)), "on")
+    _apply("NDGATHER_LINGER_US", parse_whole, _set_linger_us, "200 us")

@@ -232,6 +232,20 @@ fn get_num_threads_py() -> usize {
     crate::num_threads()
 }
 
+/// Sets how long worker threads stay awake after a split call, looking for
+/// the next one, in microseconds (``NDGATHER_LINGER_US``), from 0 to
+/// 1,000,000. Other values are a ``ValueError``.
+#[pyfunction(name = "_set_linger_us")]
+fn set_linger_us_py(us: Int64) -> PyResult<()> {
+    Ok(crate::set_linger_us(us.get("us")?)?)
+}
+
+/// See ``_set_linger_us``.
+#[pyfunction(name = "_get_linger_us")]
+fn get_linger_us_py() -> u64 {
+    crate::linger_us()
+}
+
 /// Sets the most bytes of freed large results ndgather keeps for reuse
 /// (``0`` turns the pool off), releasing at once what is over it.
 #[pyfunction(name = "set_pool_limit")]
@@ -286,10 +300,10 @@ mod _core {
             cast_dtype_py, chunks_touched_py, gather_chunks_py, gather_layout_py, snapshot_py,
         },
         dequantize::gather_block_quantized_py,
-        gather_with_rules_py, get_num_threads_py, get_pool_limit_py, get_prefault_py,
-        pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
+        gather_with_rules_py, get_linger_us_py, get_num_threads_py, get_pool_limit_py,
+        get_prefault_py, pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
         prepared::{prepared_from_state, PreparedGather},
-        release_pool_py, set_num_threads_py, set_pool_limit_py, set_prefault_py,
+        release_pool_py, set_linger_us_py, set_num_threads_py, set_pool_limit_py, set_prefault_py,
     };
 
     // What `init` uses of this file (`mod.rs`).

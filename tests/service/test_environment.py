@@ -1,5 +1,5 @@
-"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES and NDGATHER_PREFAULT: read at import, and no value
-breaks it."""
+"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES, NDGATHER_PREFAULT and NDGATHER_LINGER_US: read at
+import, and no value breaks it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import ndgather
+import numpy as np
 import pytest
 from ndgather._environment import apply_environment, parse_bytes
 
@@ -18,7 +19,9 @@ def _import_with(variable: str, value: str) -> tuple[str, str]:
     env[variable] = value
     code = (
         "import ndgather; "
-        "print(ndgather.get_num_threads(), ndgather.get_pool_limit(), ndgather.get_prefault())"
+        "from ndgather._core import _get_linger_us; "
+        "print(ndgather.get_num_threads(), ndgather.get_pool_limit(), ndgather.get_prefault(), "
+        "_get_linger_us())"
     )
     proc = subprocess.run(
         [sys.executable, "-W", "always", "-c", code],
@@ -89,6 +92,42 @@ def test_a_bad_prefault_switch_warns_once_and_stays_on(value: str) -> None:
     assert got.split()[2] == "True"
     assert stderr.count("RuntimeWarning") == 1, stderr
     assert f"NDGATHER_PREFAULT={value!r}" in stderr
+
+
+@pytest.mark.parametrize("value, us", [("0", 0), (" 50 ", 50), ("1000000", 1_000_000)])
+def test_linger_takes_microseconds(value: str, us: int) -> None:
+    got, stderr = _import_with("NDGATHER_LINGER_US", value)
+    assert got.split()[3] == str(us)
+    assert "Warning" not in stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "1000001", "1ms", "2.5"])
+def test_a_bad_linger_warns_once_and_keeps_the_default(value: str) -> None:
+    got, stderr = _import_with("NDGATHER_LINGER_US", value)
+    assert got.split()[3] == "200"
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_LINGER_US={value!r}" in stderr
+
+
+def test_calls_are_exact_whatever_the_linger() -> None:
+    from ndgather._core import _get_linger_us, _set_linger_us
+
+    rng = np.random.default_rng(5)
+    table = rng.random((1 << 16, 64), dtype=np.float32)
+    ids = rng.integers(0, len(table), 20_000)
+    before, threads = _get_linger_us(), ndgather.get_num_threads()
+    try:
+        ndgather.set_num_threads(2)
+        for us in (0, 1_000_000, 200):
+            _set_linger_us(us)
+            for _ in range(3):
+                np.testing.assert_array_equal(ndgather.gather(table, ids), table[ids])
+        with pytest.raises(ValueError, match="between 0 and 1000000"):
+            _set_linger_us(-5)
+        assert _get_linger_us() == 200
+    finally:
+        _set_linger_us(before)
+        ndgather.set_num_threads(threads)
 
 
 def test_apply_environment_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
