@@ -84,16 +84,70 @@ type V16 = std::arch::x86_64::__m128i;
 #[cfg(not(target_arch = "x86_64"))]
 type V16 = u128;
 
-/// 32 bytes as two vector moves (`[u8; 32]` would go through the stack).
-type V32 = [V16; 2];
+/// 32 bytes as two vector moves (a marker: see its [`Move`]). A `[V16; 2]`
+/// moved as a whole went through the stack: `ov_gnd8_xml1`'s 60-byte slices
+/// then took 14 us on two threads, against 11 us (docs/performance.md).
+#[derive(Clone, Copy)]
+struct V32;
 
-/// Copies `width` bytes, `size_of::<M>() <= width <= 2 * size_of::<M>()`,
-/// as two possibly overlapping moves of `M`: no loop, no call.
+/// Copies `width` bytes, `n <= width <= 2 * n` for the `n` bytes an `M`
+/// moves (its size; 32 for [`V32`]), as two possibly overlapping moves of
+/// `M`: no loop, no call.
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, width)`, and the bound above.
 #[inline(always)]
-unsafe fn two_moves<M: Copy>(src: *const u8, dst: *mut u8, width: usize) {
+unsafe fn two_moves<M: Move>(src: *const u8, dst: *mut u8, width: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { M::two_moves(src, dst, width) }
+}
+
+/// A width [`two_moves`] copies in two moves.
+trait Move: Copy {
+    /// As [`two_moves`].
+    ///
+    /// # Safety
+    /// As for [`two_moves`].
+    unsafe fn two_moves(src: *const u8, dst: *mut u8, width: usize);
+}
+
+macro_rules! plain_move {
+    ($($t:ty),*) => {$(
+        impl Move for $t {
+            #[inline(always)]
+            unsafe fn two_moves(src: *const u8, dst: *mut u8, width: usize) {
+                // SAFETY: forwarded from the caller.
+                unsafe { plain_two_moves::<$t>(src, dst, width) }
+            }
+        }
+    )*};
+}
+plain_move!(V16, u64, u32, u16, u8);
+
+impl Move for V32 {
+    #[inline(always)]
+    unsafe fn two_moves(src: *const u8, dst: *mut u8, width: usize) {
+        // SAFETY: 32 <= width (caller), so the four moves stay inside the
+        // `width` bytes of `src` and `dst`; unaligned moves take any address.
+        unsafe {
+            let head = src.cast::<V16>().read_unaligned();
+            let head2 = src.add(16).cast::<V16>().read_unaligned();
+            dst.cast::<V16>().write_unaligned(head);
+            dst.add(16).cast::<V16>().write_unaligned(head2);
+            let tail = src.add(width - 32).cast::<V16>().read_unaligned();
+            let tail2 = src.add(width - 16).cast::<V16>().read_unaligned();
+            dst.add(width - 32).cast::<V16>().write_unaligned(tail);
+            dst.add(width - 16).cast::<V16>().write_unaligned(tail2);
+        }
+    }
+}
+
+/// [`two_moves`] for a type moved by one instruction.
+///
+/// # Safety
+/// As for [`two_moves`].
+#[inline(always)]
+unsafe fn plain_two_moves<M: Copy>(src: *const u8, dst: *mut u8, width: usize) {
     let n = std::mem::size_of::<M>();
     // SAFETY: n <= width, so both moves stay inside the `width` bytes of
     // `src` and `dst` (caller); unaligned reads and writes take any address.
@@ -142,7 +196,7 @@ unsafe fn copy_small_rows<const ZERO: bool>(
     ahead: usize,
 ) {
     #[inline(always)]
-    unsafe fn rows<M: Copy, const PF: u8, const ZERO: bool>(
+    unsafe fn rows<M: Move, const PF: u8, const ZERO: bool>(
         src: *const u8,
         offsets: &[isize],
         count: usize,
