@@ -24,24 +24,37 @@ const TASK_MIN_COST: usize = 32 * 1024;
 /// memcpy.
 pub(crate) const RANDOM_ROW_COST: usize = 192;
 
-/// Tasks a split makes for each thread: two, so that a worker that wakes
-/// late still finds a share while each thread's rows stay together. Every
-/// task starts its copy's prefetches afresh, and the rows a thread copied in
-/// the last call are in its own core's cache only if it copies them again:
-/// with eight a thread, the 3,125 slices of `ov_gnd8_xml1` took 21 us on two
-/// threads against 14 us with two (docs/performance.md).
-const TASKS_PER_THREAD: usize = 2;
+/// Most work in one task (same unit): about 100 us of copying, so that the
+/// threads of a long split finish within about that of each other.
+const TASK_MAX_COST: usize = 1 << 20;
+
+/// Tasks a split of `threads` makes for each thread: few, since every task
+/// starts its copy's prefetches afresh and the rows a thread copied in the
+/// last call are in its own core's cache only if it copies them again (with
+/// eight a thread, the 3,125 slices of `ov_gnd8_xml1` took 21 us on two
+/// threads, against 14 us with two); but more with more threads, since the
+/// caller wakes its helpers one after another and the last ones start late
+/// (two a thread made 16,384 rows of 256 bytes on 16 threads 1.2x slower
+/// than eight). Two up to 4 threads, half the thread count up to 16, then
+/// eight (docs/performance.md).
+fn tasks_per_thread(threads: usize) -> usize {
+    (threads / 2).clamp(2, 8)
+}
 
 /// How many rows each task of a split of `n_rows` rows costing `cost` (in
 /// bytes of sequential copying) takes, or `None` if the work is too small
-/// to split over `threads` threads: [`TASKS_PER_THREAD`] tasks a thread,
-/// none smaller than [`TASK_MIN_COST`].
+/// to split over `threads` threads: [`tasks_per_thread`] tasks a thread,
+/// none larger than [`TASK_MAX_COST`] unless that would make it smaller
+/// than [`TASK_MIN_COST`].
 pub(crate) fn task_rows(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
     if threads <= 1 || cost < PARALLEL_MIN_COST || n_rows < 2 {
         return None;
     }
     let row_cost = (cost / n_rows).max(1);
-    let per_task = n_rows.div_ceil(threads.min(MAX_THREADS) * TASKS_PER_THREAD);
+    let threads = threads.min(MAX_THREADS);
+    let per_task = n_rows
+        .div_ceil(threads * tasks_per_thread(threads))
+        .min(TASK_MAX_COST.div_ceil(row_cost));
     Some(per_task.max(TASK_MIN_COST.div_ceil(row_cost)))
 }
 
@@ -106,5 +119,29 @@ pub(crate) fn split_ranges(
         Some(per_task) => for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
             task(t * per_task..((t + 1) * per_task).min(n_rows))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_splits_make_two_tasks_a_thread_and_long_ones_bounded_tasks() {
+        // ov_gnd8_xml1 on two threads: 3,125 rows costing about 860 KB.
+        let per_task = task_rows(2, 3125, 860_000).expect("worth splitting");
+        assert_eq!(3125_usize.div_ceil(per_task), 4);
+        // More threads, more tasks each: 16,384 rows of 256 bytes on 16.
+        let per_task = task_rows(16, 16_384, 16_384 * 448).expect("worth splitting");
+        assert_eq!(16_384_usize.div_ceil(per_task), 16 * 8);
+        // A long split: no task much above TASK_MAX_COST.
+        let (rows, cost) = (1 << 20, (1 << 20) * 448);
+        let per_task = task_rows(2, rows, cost).expect("worth splitting");
+        assert!(per_task * (cost / rows) <= TASK_MAX_COST + cost / rows);
+        // Never below TASK_MIN_COST, never split when small or single.
+        let per_task = task_rows(1024, 100_000, 100_000 * 8).expect("worth splitting");
+        assert!(per_task * 8 >= TASK_MIN_COST);
+        assert_eq!(task_rows(2, 1000, PARALLEL_MIN_COST - 1), None);
+        assert_eq!(task_rows(1, 1 << 20, 1 << 30), None);
     }
 }

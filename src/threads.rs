@@ -74,6 +74,12 @@ pub fn linger_us() -> u64 {
     LINGER_NOW_US.load(Ordering::Relaxed)
 }
 
+/// At most this many helpers linger at once; the others go back to sleep
+/// after their split. When 15 helpers of a 16-thread pool lingered, they all
+/// joined the next split at once and contended for its locks: 4,096 rows of
+/// 256 bytes took 2.5x the time. One is all a two-core machine has.
+const MAX_LINGERING: usize = 3;
+
 /// Helpers lingering now (see [`LINGER_US`]).
 static LINGERING: AtomicUsize = AtomicUsize::new(0);
 
@@ -403,14 +409,16 @@ fn linger(mut seen: usize) {
         if time.is_zero() {
             return;
         }
-        LINGERING.fetch_add(1, Ordering::SeqCst);
-        let start = std::time::Instant::now();
-        while POSTED.load(Ordering::SeqCst) == seen && start.elapsed() < time {
-            std::thread::yield_now();
+        if LINGERING.fetch_add(1, Ordering::SeqCst) < MAX_LINGERING {
+            let start = std::time::Instant::now();
+            while POSTED.load(Ordering::SeqCst) == seen && start.elapsed() < time {
+                std::thread::yield_now();
+            }
         }
         LINGERING.fetch_sub(1, Ordering::SeqCst);
         // A caller that counted this helper posted before counting, so the
-        // post shows here even if the wait above timed out just then.
+        // post shows here even if the wait above timed out just then (or
+        // was skipped, enough others lingering).
         let now = POSTED.load(Ordering::SeqCst);
         if now == seen {
             return;
