@@ -306,7 +306,8 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
         }
     };
     spawn(helpers - awake);
-    team.0.claim_one(task);
+    // The caller's first task, then a look at the seats.
+    let _ = team.0.claim_one(task);
     // Helpers counted awake that have not sat down by now went to another
     // caller's split: the pool wakes as many in their place.
     if team.0.next.load(Ordering::Relaxed) < n {
@@ -354,22 +355,19 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs the next unclaimed task, if any.
-    fn claim_one(&self, task: &(dyn Fn(usize) + Sync)) {
+    /// Runs the next unclaimed task; whether there was one.
+    fn claim_one(&self, task: &(dyn Fn(usize) + Sync)) -> bool {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        if i < self.n {
+        let claimed = i < self.n;
+        if claimed {
             task(i);
         }
+        claimed
     }
 
+    /// Runs unclaimed tasks until none is left.
     fn claim(&self, task: &(dyn Fn(usize) + Sync)) {
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= self.n {
-                return;
-            }
-            task(i);
-        }
+        while self.claim_one(task) {}
     }
 
     /// A worker's part: enter if the caller's task is still there; whether
