@@ -57,12 +57,20 @@ fn first_bad_index_is_reported_whatever_the_threads() {
 }
 
 /// An `out=` call of a few thousand rows from a `data` beyond the caches:
-/// its row offsets are computed by several tasks before any byte is copied.
-/// Every mode gives the naive result, and a bad index anywhere is reported
-/// as the first in C order with `out` untouched, whatever the thread count.
+/// its row offsets are computed by several tasks before any byte is copied;
+/// one of 800 rows (6,400 bytes of indices) checks them on the calling
+/// thread first and splits the copy. Every mode gives the naive result, and
+/// a bad index anywhere is reported as the first in C order with `out`
+/// untouched, whatever the thread count.
 #[test]
 fn out_offsets_computed_by_several_threads_are_exact() {
-    let (rows, width, n) = (65_536usize, 128usize, 3_000usize);
+    for n in [3_000, 800] {
+        out_call_of_n_rows_is_exact(n);
+    }
+}
+
+fn out_call_of_n_rows_is_exact(n: usize) {
+    let (rows, width) = (65_536usize, 256usize);
     let data: Vec<u8> = (0..rows * width).map(|i| (i % 253) as u8).collect();
     let d = ArrayView {
         bytes: &data,

@@ -41,6 +41,16 @@ const VALIDATE_PARALLEL_MIN_BYTES: usize = 512 * 1024;
 /// again as it copies (the offsets of a huge call would not stay in cache).
 const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 
+/// A [`Validation::BeforeWriting`] call split over threads whose indices
+/// take at most this many bytes validates them on the calling thread (about
+/// a microsecond), then copies as a fresh array's call does, computing the
+/// offsets on the way. `Plan::offsets_then_copy` makes every copy task wait
+/// for all of them, which cost `out=` with 512 and 1,024 ids of 512-byte
+/// rows on two threads 1.3-1.5x the new array's time; from about 4,096 ids
+/// (or the 9,375 indices of `ov_gnd8_xml1`) the check costs more than that
+/// wait (docs/performance.md).
+const CHECK_FIRST_MAX_BYTES: usize = 8 * 1024;
+
 /// Counts a finished offsets task of [`Plan::offsets_then_copy`] when
 /// dropped, and marks the call failed if the task panicked.
 struct Computed<'a>(&'a AtomicUsize, &'a AtomicBool);
@@ -68,7 +78,12 @@ impl Plan<'_> {
         check_out_len(out, self.out_bytes)?;
         let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
-        if can_fail && validation == Validation::BeforeWriting && small {
+        // A short call split over threads checks its few indices on this
+        // thread, then copies as a fresh array's call does: waiting for
+        // every task's offsets cost more than the check (docs/performance.md).
+        let check_first = self.index_reads() <= CHECK_FIRST_MAX_BYTES
+            && task_rows(threads, self.n_rows, self.copy_cost()).is_some();
+        if can_fail && validation == Validation::BeforeWriting && small && !check_first {
             // Every output row's offset, computed once: this validates every
             // index (each one is used by some row when there is output) and
             // spares the copy computing them again.
@@ -251,6 +266,14 @@ impl Plan<'_> {
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
     }
 
+    /// The bytes of indices a validation pass reads. Saturating: zero-stride
+    /// indices may hold far more index rows than bytes.
+    fn index_reads(&self) -> usize {
+        self.n_index_rows
+            .saturating_mul(self.tuple.len())
+            .saturating_mul(self.index_type.itemsize())
+    }
+
     /// Validates every index as `execute` does, without copying: for a
     /// caller that copies by other means (`chunked`).
     pub(crate) fn validate(&self, mode: Mode, threads: usize) -> Result<()> {
@@ -272,11 +295,7 @@ impl Plan<'_> {
                 if clip { first_bad::<T, true>(self, rows) } else { first_bad::<T, false>(self, rows) }
             })
         };
-        // Saturating: zero-stride indices may hold far more index rows than
-        // bytes.
-        let reads = n
-            .saturating_mul(self.tuple.len())
-            .saturating_mul(self.index_type.itemsize());
+        let reads = self.index_reads();
         let threads = if reads < VALIDATE_PARALLEL_MIN_BYTES {
             1
         } else {
