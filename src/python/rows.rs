@@ -6,10 +6,9 @@
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use smallvec::SmallVec;
 
 use super::args::{Int64, Op};
-use super::arrays::{bytes_mut, check_out, new_output, overlaps, raw_bytes};
+use super::arrays::{check_out, data_ptr, new_output, overlaps};
 use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
@@ -82,7 +81,12 @@ pub(crate) fn try_take_rows<'py>(
     }
     let (batch_shape, rest) = table_shape.split_at(b);
     let (dims, row_shape) = rest.split_at(k);
-    let count = ids.len() / k;
+    // Element counts from the shapes read above (each array's own `len`
+    // and `raw_bytes` would read its shape and dtype again, a row-path
+    // call's largest cost after NumPy's: callgrind, docs/performance.md).
+    let n_ids: usize = ids_shape.iter().product();
+    let table_items: usize = table_shape.iter().product();
+    let count = n_ids / k;
     let Some(row_bytes) = row_shape
         .iter()
         .try_fold(data_dtype.itemsize(), |acc, &n| acc.checked_mul(n))
@@ -90,7 +94,7 @@ pub(crate) fn try_take_rows<'py>(
         return Ok(None);
     };
     let out_row = cast.map_or(row_bytes, |c| row_bytes / c.from().size() * c.to().size());
-    if table.len() == 0
+    if table_items == 0
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
@@ -100,11 +104,21 @@ pub(crate) fn try_take_rows<'py>(
     {
         return Ok(None);
     }
-    let shape: SmallVec<[usize; 8]> = lead.iter().chain(row_shape).copied().collect();
-    let (table_ptr, table_len) = raw_bytes(table);
+    // The result's shape on the stack (a `SmallVec` built from the two
+    // slices cost a one-row call 100-150 instructions, by callgrind); a
+    // rank NumPy would refuse is left for the general path to refuse.
+    let rank = lead.len() + row_shape.len();
+    if rank > MAX_RANK {
+        return Ok(None);
+    }
+    let mut axes = [0usize; MAX_RANK];
+    axes[..lead.len()].copy_from_slice(lead);
+    axes[lead.len()..rank].copy_from_slice(row_shape);
+    let shape = &axes[..rank];
+    let table_len = table_items * data_dtype.itemsize();
     // SAFETY: a C-contiguous array's `len * itemsize` bytes lie one after
     // the other from its data pointer, and the array is alive for this call.
-    let table_bytes = unsafe { std::slice::from_raw_parts(table_ptr, table_len) };
+    let table_bytes = unsafe { std::slice::from_raw_parts(data_ptr(table), table_len) };
     let rows = RowTable {
         bytes: table_bytes,
         batches: batch_shape.iter().product(),
@@ -112,25 +126,36 @@ pub(crate) fn try_take_rows<'py>(
         row_bytes,
     };
     let py = data.py();
+    let id_size = ids.dtype().itemsize();
+    let ids_span = (data_ptr(ids).cast_const(), n_ids * id_size);
     // A new array, or `out` itself (as `check_out` returns it).
+    let bytes = count * out_row;
     let result = match out {
-        None => new_output(py, dtype, &shape, count * out_row)?,
-        Some(out) => match check_out(out, dtype, &shape) {
-            Ok(out) if !overlaps(&out, [raw_bytes(table), raw_bytes(ids)]) => out,
+        None => new_output(py, dtype, shape, bytes)?,
+        Some(out) => match check_out(out, dtype, shape) {
+            Ok(out) if !overlaps(&out, [(table_bytes.as_ptr(), table_len), ids_span]) => out,
             _ => return Ok(None),
         },
     };
-    // SAFETY: a new array's buffer is referred to by nothing else; `out`
-    // is C-contiguous and writeable (check_out) and shares no byte with
-    // `table` or `ids`, the only other memory read here.
-    let buf = unsafe { bytes_mut(&result) };
-    let taken = if ids.dtype().itemsize() == 8 {
-        take::<i64>(py, rows, ids, buf, cast)
+    let buf: &mut [u8] = match bytes {
+        0 => &mut [],
+        // SAFETY: the result is a C-contiguous array of `shape` in `dtype`
+        // (new, or as `check_out` found it): `bytes` bytes from its data
+        // pointer. A new array's buffer is referred to by nothing else;
+        // `out` is writeable (check_out) and shares no byte with `table` or
+        // `ids`, the only other memory read here.
+        _ => unsafe { std::slice::from_raw_parts_mut(data_ptr(&result), bytes) },
+    };
+    let taken = if id_size == 8 {
+        take::<i64>(py, rows, ids_span, buf, cast)
     } else {
-        take::<i32>(py, rows, ids, buf, cast)
+        take::<i32>(py, rows, ids_span, buf, cast)
     };
     Ok(taken.then(|| result.into_any()))
 }
+
+/// The most axes a NumPy array has (`NPY_MAXDIMS` of NumPy 2).
+const MAX_RANK: usize = 64;
 
 /// Whether a row-path call of `count` rows of `out_row` output bytes is
 /// better split over threads by the general path, which this path never
@@ -161,14 +186,13 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
 fn take<I: RowId>(
     py: Python<'_>,
     table: RowTable<'_>,
-    ids: &Bound<'_, PyUntypedArray>,
+    (ptr, len): (*const u8, usize),
     out: &mut [u8],
     cast: Option<Cast>,
 ) -> bool {
-    let (ptr, len) = raw_bytes(ids);
-    // SAFETY: `plain_ids` checked that `ids` is an aligned, C-contiguous
-    // array of `I` (kind 'i', this itemsize, native order): `len` bytes
-    // of `I`s from its data pointer, alive for this call. The GIL is held
+    // SAFETY: `ptr` and `len` are the data pointer and byte length of the
+    // ids, which `plain_ids` checked to be an aligned, C-contiguous array
+    // of `I` (kind 'i', this itemsize, native order), alive for this call. The GIL is held
     // while they are read (`take_tuples_in` reads them before `run`), and
     // `out` shares no byte with them.
     let ids = unsafe { std::slice::from_raw_parts(ptr.cast::<I>(), len / size_of::<I>()) };

@@ -160,6 +160,21 @@ def test_the_ids_shape_leads_the_result(ids_shape: tuple[int, ...]) -> None:
     same_bytes(ndgather.gather_nd(data, ids[..., None]), np.take(data, ids, axis=0))
 
 
+def test_a_result_of_more_axes_than_numpy_allows_is_refused() -> None:
+    # 63 axes of ids and 2 axes of row: 65 axes, past NumPy's 64. The row
+    # path builds the shape on the stack for at most 64 and leaves the rest
+    # to the general path, which raises NumPy's own ValueError.
+    data = np.zeros((2, 1, 1), np.float32)
+    ids = np.zeros((1,) * 63, np.int64)
+    with pytest.raises(ValueError, match="dimensions"):
+        ndgather.gather(data, ids, axis=0)
+    with pytest.raises(ValueError, match="out has shape"):
+        ndgather.gather(data, ids, axis=0, out=np.empty((1,) * 64, np.float32))
+    # 62 axes of ids: 64 axes, taken.
+    got = ndgather.gather(data, ids[..., 0], axis=0)
+    assert got.shape == (1,) * 64
+
+
 @pytest.mark.parametrize(
     "dtype",
     [np.bool_, np.int8, np.uint16, ">f4", "<c16", "V3", "S5", "U2", np.dtype("i1,>f8", align=True)],
