@@ -78,12 +78,11 @@ impl Plan<'_> {
         check_out_len(out, self.out_bytes)?;
         let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
-        // A short call split over threads checks its few indices on this
-        // thread, then copies as a fresh array's call does: waiting for
-        // every task's offsets cost more than the check (docs/performance.md).
-        let check_first = self.index_reads() <= CHECK_FIRST_MAX_BYTES
-            && task_rows(threads, self.n_rows, self.copy_cost()).is_some();
-        if can_fail && validation == Validation::BeforeWriting && small && !check_first {
+        if can_fail
+            && validation == Validation::BeforeWriting
+            && small
+            && !self.checks_first(threads)
+        {
             // Every output row's offset, computed once: this validates every
             // index (each one is used by some row when there is output) and
             // spares the copy computing them again.
@@ -264,6 +263,15 @@ impl Plan<'_> {
         let misses = if self.prefetch { self.n_rows } else { 0 };
         self.work_bytes()
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
+    }
+
+    /// Whether a [`Validation::BeforeWriting`] call of few rows checks its
+    /// indices on this thread before a split copy rather than computing
+    /// every offset first: when it splits and its indices are at most
+    /// [`CHECK_FIRST_MAX_BYTES`].
+    fn checks_first(&self, threads: usize) -> bool {
+        self.index_reads() <= CHECK_FIRST_MAX_BYTES
+            && task_rows(threads, self.n_rows, self.copy_cost()).is_some()
     }
 
     /// The bytes of indices a validation pass reads. Saturating: zero-stride

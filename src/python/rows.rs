@@ -192,9 +192,9 @@ fn take<I: RowId>(
 ) -> bool {
     // SAFETY: `ptr` and `len` are the data pointer and byte length of the
     // ids, which `plain_ids` checked to be an aligned, C-contiguous array
-    // of `I` (kind 'i', this itemsize, native order), alive for this call. The GIL is held
-    // while they are read (`take_tuples_in` reads them before `run`), and
-    // `out` shares no byte with them.
+    // of `I` (kind 'i', this itemsize, native order), alive for this call.
+    // The GIL is held while they are read (`take_tuples_in` reads them
+    // before `run`), and `out` shares no byte with them.
     let ids = unsafe { std::slice::from_raw_parts(ptr.cast::<I>(), len / size_of::<I>()) };
     let bytes = out.len();
     take_tuples_in(table, ids, out, cast, |copy| run_detached(py, bytes, copy)).is_ok()
