@@ -240,10 +240,25 @@ pub(crate) fn overlaps(
 // caller's contract is what makes it unique.
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn bytes_mut<'a>(a: &'a Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
-    let (data, len) = raw_bytes(a);
+    let (_, len) = raw_bytes(a);
+    // SAFETY: `len` is the array's size in bytes; the rest is the caller's.
+    unsafe { first_bytes_mut(a, len) }
+}
+
+/// The first `len` writable bytes of a C-contiguous array, for a caller
+/// that knows its size already (reading it again costs a row-path call).
+///
+/// # Safety
+/// As for [`bytes_mut`], and `len` at most the array's size in bytes.
+#[allow(clippy::mut_from_ref)]
+pub(crate) unsafe fn first_bytes_mut<'a>(
+    a: &'a Bound<'_, PyUntypedArray>,
+    len: usize,
+) -> &'a mut [u8] {
     if len == 0 {
         return &mut [];
     }
-    // SAFETY: contiguous buffer of `len` bytes starting at `data` (caller).
-    unsafe { std::slice::from_raw_parts_mut(data.cast_mut(), len) }
+    // SAFETY: contiguous buffer of at least `len` bytes starting at the
+    // array's data pointer (caller).
+    unsafe { std::slice::from_raw_parts_mut(data_ptr(a), len) }
 }

@@ -8,7 +8,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::args::{Int64, Op};
-use super::arrays::{check_out, data_ptr, new_output, overlaps};
+use super::arrays::{check_out, data_ptr, first_bytes_mut, new_output, overlaps};
 use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
@@ -137,15 +137,12 @@ pub(crate) fn try_take_rows<'py>(
             _ => return Ok(None),
         },
     };
-    let buf: &mut [u8] = match bytes {
-        0 => &mut [],
-        // SAFETY: the result is a C-contiguous array of `shape` in `dtype`
-        // (new, or as `check_out` found it): `bytes` bytes from its data
-        // pointer. A new array's buffer is referred to by nothing else;
-        // `out` is writeable (check_out) and shares no byte with `table` or
-        // `ids`, the only other memory read here.
-        _ => unsafe { std::slice::from_raw_parts_mut(data_ptr(&result), bytes) },
-    };
+    // SAFETY: the result is a C-contiguous array of `shape` in `dtype`
+    // (new, or as `check_out` found it): `bytes` bytes. A new array's
+    // buffer is referred to by nothing else; `out` is writeable (check_out)
+    // and shares no byte with `table` or `ids`, the only other memory read
+    // here.
+    let buf = unsafe { first_bytes_mut(&result, bytes) };
     let taken = if id_size == 8 {
         take::<i64>(py, rows, ids_span, buf, cast)
     } else {
