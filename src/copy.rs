@@ -16,7 +16,8 @@ use crate::plan::Plan;
 /// `$move` (called as `ptr::copy_nonoverlapping` is), or zero-filled; with
 /// `$pf` (a constant: [`NEAR`] or [`FAR`], see [`prefetch_row`]; the hint
 /// must be known when the loop compiles, a test per row cost short calls
-/// 5-10%), the slices `$ahead` rows ahead are requested meanwhile, also
+/// 5-10%), the slices `$ahead` rows ahead are requested meanwhile (their
+/// last byte's line too if `$tail`: see `hints::tail_line`), also
 /// those of the offsets past `$count` (the next block's first rows, which
 /// the kernel computes before this copy: see [`lookahead`]). A macro rather
 /// than a generic function: each routine then compiles exactly its own loop
@@ -27,12 +28,13 @@ use crate::plan::Plan;
 /// zero-fill marker and `ZERO` is set; `dst` holds `$count * width`
 /// writable bytes not overlapping `data`; `$move` accepts `width`.
 macro_rules! copy_rows {
-    ($src:ident, $offsets:ident, $count:ident, $dst:ident, $width:expr, $ahead:expr, $pf:expr, $zero:ident, $move:path) => {{
+    ($src:ident, $offsets:ident, $count:ident, $dst:ident, $width:expr, $ahead:expr, $tail:expr, $pf:expr, $zero:ident, $move:path) => {{
         let ahead: usize = $ahead;
+        let tail: bool = $tail;
         for (i, &off) in $offsets[..$count].iter().enumerate() {
             if $pf == NONE {
             } else if let Some(&next) = $offsets.get(i + ahead) {
-                prefetch_row::<$zero>($src, next, $width, $pf == FAR);
+                prefetch_row::<$zero>($src, next, $width, $pf == FAR, tail);
             }
             // SAFETY: row i of the block lies in `dst` (caller).
             let d = unsafe { $dst.add(i * $width) };
@@ -60,6 +62,7 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
     count: usize,
     dst: *mut u8,
     ahead: usize,
+    tail: bool,
 ) {
     copy_rows!(
         src,
@@ -68,6 +71,7 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
         dst,
         W,
         ahead,
+        tail,
         PF,
         ZERO,
         ptr::copy_nonoverlapping
@@ -193,7 +197,7 @@ unsafe fn copy_small_rows<const ZERO: bool>(
     dst: *mut u8,
     width: usize,
     pf: u8,
-    ahead: usize,
+    ahead: Ahead,
 ) {
     #[inline(always)]
     unsafe fn rows<M: Move, const PF: u8, const ZERO: bool>(
@@ -202,7 +206,7 @@ unsafe fn copy_small_rows<const ZERO: bool>(
         count: usize,
         dst: *mut u8,
         width: usize,
-        ahead: usize,
+        ahead: Ahead,
     ) {
         copy_rows!(
             src,
@@ -210,7 +214,8 @@ unsafe fn copy_small_rows<const ZERO: bool>(
             count,
             dst,
             width,
-            ahead,
+            ahead.rows,
+            ahead.tail,
             PF,
             ZERO,
             two_moves::<M>
@@ -259,6 +264,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             dst,
             width,
             rows,
+            ahead.tail,
             FAR,
             ZERO,
             move_run::<STREAM>
@@ -271,6 +277,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             dst,
             width,
             rows,
+            ahead.tail,
             NEAR,
             ZERO,
             move_run::<STREAM>
@@ -366,15 +373,15 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                     // SAFETY: forwarded from the caller.
                     unsafe {
                         match pf {
-                            FAR => copy_fixed::<$w, FAR, ZERO>(src, offsets, count, dst, ahead.rows),
-                            NEAR => copy_fixed::<$w, NEAR, ZERO>(src, offsets, count, dst, ahead.rows),
-                            _ => copy_fixed::<$w, NONE, ZERO>(src, offsets, count, dst, ahead.rows),
+                            FAR => copy_fixed::<$w, FAR, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
+                            NEAR => copy_fixed::<$w, NEAR, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
+                            _ => copy_fixed::<$w, NONE, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
                         }
                     }
                 })*
                 SliceLayout::Contiguous { bytes } if bytes <= SMALL_ROW => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_small_rows::<ZERO>(src, offsets, count, dst, bytes, pf, ahead.rows) }
+                    unsafe { copy_small_rows::<ZERO>(src, offsets, count, dst, bytes, pf, ahead) }
                 }
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.

@@ -20,7 +20,7 @@ fn small_rows_of_every_width_with_zero_fill() {
     let src: Vec<u8> = (1..=255).collect();
     let offsets = [7isize, ZERO_FILL, 0, 130, 3];
     for width in 1..=SMALL_ROW {
-        for pf in [NONE, NEAR, FAR] {
+        for (pf, tail) in [(NONE, false), (NEAR, true), (FAR, false), (FAR, true)] {
             let mut dst = vec![0xEEu8; offsets.len() * width + 1];
             // SAFETY: every offset + width <= 194 < src.len(); dst holds
             // offsets.len() rows of `width` bytes (and one spare).
@@ -32,7 +32,11 @@ fn small_rows_of_every_width_with_zero_fill() {
                     dst.as_mut_ptr(),
                     width,
                     pf,
-                    2,
+                    Ahead {
+                        rows: 2,
+                        far: pf == FAR,
+                        tail,
+                    },
                 )
             };
             for (row, &off) in dst.chunks_exact(width).zip(&offsets) {

@@ -187,7 +187,7 @@ fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize]) {
     // Only an address for the hint: wrapping arithmetic, nothing is read.
     let src = plan.data.first();
     for &off in offsets.iter().take(ahead.rows) {
-        prefetch_row::<ZERO>(src, off, bytes, ahead.far);
+        prefetch_row::<ZERO>(src, off, bytes, ahead.far, ahead.tail);
     }
 }
 

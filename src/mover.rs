@@ -71,7 +71,7 @@ unsafe fn convert_block<const ZERO: bool>(
             // As far ahead, and to the same cache, as the plain copy (the
             // offsets past `count` are there to prefetch from).
             if let Some(&next) = offsets.get(i + ahead.rows) {
-                prefetch_row::<ZERO>(src, next, *bytes, ahead.far);
+                prefetch_row::<ZERO>(src, next, *bytes, ahead.far, ahead.tail);
             }
         }
         // SAFETY: the slice at `off` lies in `data` (offsets from the plan),

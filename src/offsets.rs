@@ -14,9 +14,15 @@ pub(crate) const ZERO_FILL: isize = isize::MIN;
 /// Requests the slice of `bytes` at `src + off` ([`hints::slice`]), none
 /// for the zero-fill marker (which only `ZERO` calls have).
 #[inline(always)]
-pub(crate) fn prefetch_row<const ZERO: bool>(src: *const u8, off: isize, bytes: usize, far: bool) {
+pub(crate) fn prefetch_row<const ZERO: bool>(
+    src: *const u8,
+    off: isize,
+    bytes: usize,
+    far: bool,
+    tail: bool,
+) {
     if !(ZERO && off == ZERO_FILL) {
-        hints::slice(src.wrapping_offset(off), bytes, far);
+        hints::slice(src.wrapping_offset(off), bytes, far, tail);
     }
 }
 

@@ -13,7 +13,7 @@
 
 use crate::convert::Cast;
 use crate::error::{GatherError, Result};
-use crate::hints::Ahead;
+use crate::hints::{Ahead, LINE};
 use crate::index::IndexType;
 use crate::machine::tuning;
 use smallvec::SmallVec;
@@ -130,6 +130,25 @@ impl Plan<'_> {
             _ => self.slice_bytes,
         };
         Ahead::new(self.prefetch, self.n_rows, self.data.bytes.len(), read)
+            .aligned(read, self.slice_alignment())
+    }
+
+    /// The largest power of two, at most a line, that the address of every
+    /// slice's first byte is a multiple of: that of `data`'s first element
+    /// and every stride a row's offset is a sum of multiples of.
+    pub(crate) fn slice_alignment(&self) -> usize {
+        let strides = self.rows.iter().map(|d| d.data_stride);
+        let strides = strides.chain(self.tuple.iter().map(|t| t.data_stride));
+        let first = self.data.first().addr() as isize;
+        strides.chain([first]).fold(LINE, |align, s| {
+            // Zero adds nothing (a first element at address zero is only
+            // an empty `data`'s, which no slice is read from).
+            if s == 0 {
+                align
+            } else {
+                align.min(1 << s.trailing_zeros().min(LINE.trailing_zeros()))
+            }
+        })
     }
 
     /// How many rows past a block the copy of its rows reads offsets of (to

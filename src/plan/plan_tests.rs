@@ -20,6 +20,42 @@ fn only_long_contiguous_slices_of_huge_outputs_stream() {
     assert!(!streams(&strided, 1 << 30));
 }
 
+/// A buffer that starts on a cache line.
+#[repr(C, align(64))]
+struct Lines([u8; 64 * 64]);
+
+#[test]
+fn slice_alignment_is_the_first_element_and_the_strides() {
+    let lines = Lines([0; 64 * 64]);
+    let ids = 0i64.to_ne_bytes();
+    let i = view(&ids, &[1], &[8], 8);
+    // 64-byte rows of float32 on a line: every row starts on one.
+    let rows = |offset| ArrayView {
+        offset,
+        ..view(&lines.0[..], &[63, 16], &[64, 4], 4)
+    };
+    let on_line = plan_gather(rows(0), i, IndexType::I64, 0, 0).unwrap();
+    assert_eq!(on_line.slice_alignment(), 64);
+    assert!(!on_line.ahead().tail);
+    // 16 bytes past a line (where NumPy puts large buffers): half of
+    // the rows end on a line their first line's steps miss.
+    let past = plan_gather(rows(16), i, IndexType::I64, 0, 0).unwrap();
+    assert_eq!(past.slice_alignment(), 16);
+    assert!(past.ahead().tail);
+    // Points of a float32 array: each a 4-byte element, on one line.
+    let pairs = [0i64; 2].map(i64::to_ne_bytes).concat();
+    let points = view(&lines.0[..], &[64, 16], &[64, 4], 4);
+    let p = plan_gather_nd(
+        points,
+        view(&pairs, &[1, 2], &[16, 8], 8),
+        IndexType::I64,
+        0,
+    );
+    let p = p.unwrap();
+    assert_eq!(p.slice_alignment(), 4);
+    assert!(!p.ahead().tail);
+}
+
 #[test]
 fn gather_nd_shapes_follow_the_spec() {
     let data = vec![0u8; 4 * 30 * 2 * 100 * 35];

@@ -148,7 +148,7 @@ impl<'p> Flat<'p> {
                         // and the contiguous slice from there lies inside its
                         // bytes by the checked-view invariant (b).
                         let src = chunk.base.wrapping_offset(off);
-                        prefetch_row::<false>(src, 0, self.row_bytes, true);
+                        prefetch_row::<false>(src, 0, self.row_bytes, true, true);
                         src
                     }
                 };
