@@ -12,10 +12,12 @@ const MODES: [Mode; 3] = [Mode::Raise, Mode::Zero, Mode::Clip];
 #[test]
 fn first_bad_index_is_reported_whatever_the_threads() {
     // 2,000 rows take the out= path that computes all offsets first;
-    // 200,000 rows the one that validates in a pass of its own.
-    for rows in [2_000usize, 200_000] {
+    // 200,000 rows of 2-byte elements (4 bytes of ids a byte of output)
+    // the one that gathers into a buffer of its own first; of 16-byte
+    // slices, the one that validates in a pass of its own.
+    for (rows, width) in [(2_000usize, 2usize), (200_000, 2), (200_000, 16)] {
         let first = rows * 7 / 20 + 1;
-        let data: Vec<u8> = (0..100u16).flat_map(|v| v.to_ne_bytes()).collect();
+        let data: Vec<u8> = (0..100 * width).map(|v| v as u8).collect();
         let mut idx = vec![1i64; rows];
         for bad in [rows * 3 / 4, first, rows - 1] {
             idx[bad] = 100 + bad as i64;
@@ -24,9 +26,9 @@ fn first_bad_index_is_reported_whatever_the_threads() {
         let d = ArrayView {
             bytes: &data,
             offset: 0,
-            shape: &[100],
-            strides: &[2],
-            itemsize: 2,
+            shape: &[100, width],
+            strides: &[width as isize, 1],
+            itemsize: 1,
         };
         let i = ArrayView {
             bytes: &ib,
@@ -38,6 +40,7 @@ fn first_bad_index_is_reported_whatever_the_threads() {
         for threads in [1, 2, 4] {
             for validation in [Validation::BeforeWriting, Validation::WhileCopying] {
                 let plan = plan_gather(d, i, IndexType::I64, 0, 0).unwrap();
+                assert_eq!(plan.stages(), width == 2);
                 let mut out = vec![0u8; plan.out_bytes()];
                 match plan.execute(Mode::Raise, &mut out, validation, threads) {
                     Err(GatherError::IndexOutOfRange(e)) => {
@@ -128,6 +131,76 @@ fn out_call_of_n_rows_is_exact(n: usize) {
             out.iter().all(|&b| b == 0xA5),
             "out= written before the error"
         );
+    }
+}
+
+/// `out=` calls of element lookups by pairs of int64 (16 bytes of indices
+/// a 4-byte element) gather into a buffer of their own, its indices checked
+/// on the way, then copy it into `out`: one under the pool's smallest
+/// buffer, one over it. Every mode gives the naive result; a bad index is
+/// reported as the first in C order and leaves `out` untouched.
+#[test]
+fn out_calls_of_element_lookups_gather_through_a_buffer_of_their_own() {
+    let side = 512usize;
+    let data: Vec<u8> = (0..side * side)
+        .flat_map(|v| (v as u32).to_ne_bytes())
+        .collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[side, side],
+        strides: &[4 * side as isize, 4],
+        itemsize: 4,
+    };
+    let mut rng = Rng(5);
+    for n in [20_000usize, 300_000] {
+        let good: Vec<i64> = (0..2 * n).map(|_| rng.below(side) as i64).collect();
+        let want: Vec<u8> = good
+            .chunks(2)
+            .flat_map(|p| ((p[0] as usize * side + p[1] as usize) as u32).to_ne_bytes())
+            .collect();
+        let mut bad = good.clone();
+        let first = n / 3 + 1;
+        for at in [2 * n - 1, 2 * first + 1, n * 4 / 3] {
+            bad[at] = -(side as i64) - 1;
+        }
+        for (ids, is_bad) in [(&good, false), (&bad, true)] {
+            let ib: Vec<u8> = ids.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let i = ArrayView {
+                bytes: &ib,
+                offset: 0,
+                shape: &[n, 2],
+                strides: &[16, 8],
+                itemsize: 8,
+            };
+            let plan = plan_gather_nd(d, i, IndexType::I64, 0).unwrap();
+            assert!(plan.stages(), "{n} points");
+            for threads in [1, 2, 4] {
+                for mode in [Mode::Raise, Mode::Clip] {
+                    let mut out = vec![0xA5u8; plan.out_bytes()];
+                    let got = plan.execute(mode, &mut out, Validation::BeforeWriting, threads);
+                    if !is_bad {
+                        got.unwrap();
+                        assert!(out == want, "{n} points, {mode:?}, {threads} threads");
+                        continue;
+                    }
+                    if mode == Mode::Clip {
+                        continue;
+                    }
+                    match got {
+                        Err(GatherError::IndexOutOfRange(e)) => assert_eq!(
+                            (e.value, e.position.as_slice()),
+                            (-(side as i128) - 1, &[first, 1][..])
+                        ),
+                        other => panic!("{n} points, {threads} threads: {other:?}"),
+                    }
+                    assert!(
+                        out.iter().all(|&b| b == 0xA5),
+                        "out= written before the error"
+                    );
+                }
+            }
+        }
     }
 }
 
