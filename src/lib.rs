@@ -67,7 +67,7 @@ pub use layout::{span, ArrayView};
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
 pub use threads::{
-    linger_us, num_threads, set_linger_us, set_num_threads, MAX_LINGER_US, MAX_THREADS,
+    linger_us, num_threads, set_linger_us, set_num_threads, set_wake_us, MAX_LINGER_US, MAX_THREADS,
 };
 
 /// Makes ndgather safe to use in a process that forks while other threads

@@ -9,10 +9,73 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::offsets::BadRow;
 use crate::threads::{for_each_task, Disjoint, MAX_THREADS};
 
-/// Work whose cost is below this runs on the calling thread: a split pays
-/// for a wake-up call and a few atomics ([`for_each_task`]), and a call of
-/// a few hundred random rows is done about as soon as a worker wakes.
-const PARALLEL_MIN_COST: usize = 256 * 1024;
+/// Work whose cost is below this runs on the calling thread: a split with
+/// a helper awake costs a few atomics ([`for_each_task`]), and the helper
+/// joins at once. Back to back, on the Intel kind, calls of 512-600 rows of
+/// 128 bytes and of 256 rows of 512 bytes (160-180 KiB) took 0.67-0.88x
+/// the time split from 128 KiB against 256 KiB (docs/performance.md).
+/// With every helper asleep, the bound is [`wake_min_cost`].
+const PARALLEL_MIN_COST: usize = 128 * 1024;
+
+/// The split's unit of cost a microsecond of a core's time: a byte of
+/// sequential copying is about 0.1 ns (10 GB/s) on every machine the
+/// project measured, the same scale [`RANDOM_ROW_COST`] assumes.
+const COST_PER_US: u64 = 10_000;
+
+/// The least work a split that has to wake its helpers is worth: twice what
+/// the process measured a wake-up to take, from the call to the helper
+/// starting (`threads::wake_ns`), in the split's unit. Meanwhile the
+/// caller copies alone, so the helper halves only what is left when it
+/// starts, and the call pays the wake-up call (13 us on the Intel VM, where
+/// a helper started 45 us after it: 4 tasks of 7 us then took 42 us split
+/// against 28 us alone, 4 of 28 us 100 against 112 us).
+pub(crate) fn wake_min_cost() -> usize {
+    wake_min_cost_for(crate::threads::wake_ns())
+}
+
+/// [`wake_min_cost`] for a wake-up of `ns` nanoseconds.
+fn wake_min_cost_for(ns: u64) -> usize {
+    usize::try_from(ns.saturating_mul(2).saturating_mul(COST_PER_US) / 1000).unwrap_or(usize::MAX)
+}
+
+/// Whether work of `cost` splits over `threads` threads now: from
+/// [`PARALLEL_MIN_COST`] when a helper is awake, from [`wake_min_cost`]
+/// when every helper sleeps. A call that would split were a helper awake
+/// but runs alone may wake one for the calls after it (see
+/// `threads::wake_for_the_next_calls`).
+pub(crate) fn splits(threads: usize, cost: usize) -> bool {
+    if splits_without_waking(threads, cost) {
+        return true;
+    }
+    if threads > 1 && cost >= PARALLEL_MIN_COST {
+        crate::threads::wake_for_the_next_calls(threads);
+    }
+    false
+}
+
+/// [`splits`] without waking a helper for the calls after: for a caller
+/// that only asks which route a call will take.
+pub(crate) fn splits_without_waking(threads: usize, cost: usize) -> bool {
+    worth_splitting(
+        threads,
+        cost,
+        wake_min_cost(),
+        crate::threads::helper_awake(),
+    )
+}
+
+/// The rule of [`splits`], given the least work worth waking helpers for
+/// and whether one is awake.
+fn worth_splitting(threads: usize, cost: usize, wake_min: usize, awake: bool) -> bool {
+    threads > 1 && cost >= PARALLEL_MIN_COST && (awake || cost >= wake_min)
+}
+
+/// [`task_rows`] for a split made now: `None` also when its helpers sleep
+/// and the work is not worth waking them ([`splits`]).
+pub(crate) fn task_rows_now(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
+    let rows = task_rows(threads, n_rows, cost)?;
+    splits(threads, cost).then_some(rows)
+}
 
 /// Smallest piece of work one task does (same unit): enough that claiming
 /// it is noise, small enough that a late worker still finds some left.
@@ -75,7 +138,7 @@ pub(crate) fn split_rows<E: Send>(
     out: &mut [E],
     fill: &RowTask<'_, E>,
 ) -> std::result::Result<(), BadRow> {
-    let Some(rows_per_task) = task_rows(threads, n_rows, cost) else {
+    let Some(rows_per_task) = task_rows_now(threads, n_rows, cost) else {
         return fill(0, out);
     };
     let tasks = n_rows.div_ceil(rows_per_task);
@@ -114,7 +177,7 @@ pub(crate) fn split_ranges(
     cost: usize,
     task: &(dyn Fn(Range<usize>) + Sync),
 ) {
-    match task_rows(threads, n_rows, cost) {
+    match task_rows_now(threads, n_rows, cost) {
         None => task(0..n_rows),
         Some(per_task) => for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
             task(t * per_task..((t + 1) * per_task).min(n_rows))
@@ -143,5 +206,26 @@ mod tests {
         assert!(per_task * 8 >= TASK_MIN_COST);
         assert_eq!(task_rows(2, 1000, PARALLEL_MIN_COST - 1), None);
         assert_eq!(task_rows(1, 1 << 20, 1 << 30), None);
+    }
+
+    #[test]
+    fn work_splits_with_a_helper_awake_or_when_worth_waking_one() {
+        // The Intel VM's 45 us from wake-up call to a helper at work: 900 KB
+        // of copying, twice that time.
+        assert_eq!(wake_min_cost_for(45_000), 900_000);
+        assert_eq!(wake_min_cost_for(0), 0);
+        assert!(wake_min_cost_for(u64::MAX) > 1 << 50);
+        let (small, mid, large) = (PARALLEL_MIN_COST - 1, 300_000, 1 << 20);
+        let wake_min = wake_min_cost_for(45_000);
+        for awake in [false, true] {
+            assert!(!worth_splitting(2, small, wake_min, awake));
+            assert!(!worth_splitting(1, large, wake_min, awake));
+            assert!(worth_splitting(2, large, wake_min, awake));
+            // A helper awake joins at once; a sleeping one would start
+            // after most of this work is done.
+            assert_eq!(worth_splitting(2, mid, wake_min, awake), awake);
+            // Before any wake-up was measured, as if waking were free.
+            assert!(worth_splitting(2, mid, 0, awake));
+        }
     }
 }

@@ -134,3 +134,37 @@ fn a_helper_stays_awake_after_its_split() {
     assert!(helped, "no helper took a task in 20 splits");
     assert!(seen, "no helper lingered");
 }
+
+#[test]
+fn calls_close_together_wake_a_helper_for_the_calls_after() {
+    // As in `a_helper_stays_awake_after_its_split`: a long linger, so that a
+    // busy test machine cannot make the helper miss the window.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LINGER_NOW_US.store(LINGER_US, Ordering::Relaxed);
+        }
+    }
+    let _restore = Restore;
+    set_linger_us(50_000).expect("within bounds");
+    // The first call notes its time; the second, well within the linger,
+    // wakes a helper, which lingers for the calls after it.
+    wake_for_the_next_calls(2);
+    wake_for_the_next_calls(2);
+    let start = std::time::Instant::now();
+    let mut seen = false;
+    while !seen && start.elapsed() < std::time::Duration::from_secs(5) {
+        seen = helper_awake();
+        std::thread::yield_now();
+    }
+    assert!(seen, "no helper woke to linger");
+    // Its wake-up was timed: splits now know what waking costs.
+    assert!(wake_ns() > 0);
+}
+
+#[test]
+fn wake_up_times_outside_0_to_a_second_are_errors() {
+    assert!(set_wake_us(Some(-1)).is_err());
+    assert!(set_wake_us(Some(MAX_LINGER_US as i64 + 1)).is_err());
+    assert!(set_wake_us(None).is_ok());
+}

@@ -2,10 +2,11 @@
 
 ``NDGATHER_NUM_THREADS`` sets the thread count, ``NDGATHER_POOL_BYTES`` the result pool's
 limit, ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first and
-``NDGATHER_LINGER_US`` how long worker threads stay awake after a split call. No
+``NDGATHER_LINGER_US`` how long worker threads stay awake after a split call and
+``NDGATHER_WAKE_US`` how long a sleeping one takes to wake (unset: measured). No
 value may break ``import ndgather``: one that cannot be used warns once, naming the variable
 and the value, and the default stays. This module only reads the text; the range checks are
-those of ``set_num_threads``, ``set_pool_limit`` and ``_set_linger_us``.
+those of ``set_num_threads``, ``set_pool_limit``, ``_set_linger_us`` and ``_set_wake_us``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ import re
 import warnings
 from collections.abc import Callable
 
-from ndgather._core import _set_linger_us, set_num_threads, set_pool_limit, set_prefault
+from ndgather._core import (
+    _set_linger_us,
+    _set_wake_us,
+    set_num_threads,
+    set_pool_limit,
+    set_prefault,
+)
 
 # Sizes as people write them: "0", "268435456", "512MiB", "1 GiB", "800MB", "64Ki".
 # Only units that mean the same everywhere, dask's `parse_bytes` included: with "i"
@@ -97,9 +104,10 @@ def _apply(
 
 
 def apply_environment() -> None:
-    """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES``, ``NDGATHER_PREFAULT`` and
-    ``NDGATHER_LINGER_US``, warning about bad values."""
+    """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES``, ``NDGATHER_PREFAULT``,
+    ``NDGATHER_LINGER_US`` and ``NDGATHER_WAKE_US``, warning about bad values."""
     _apply("NDGATHER_NUM_THREADS", parse_whole, set_num_threads, "every CPU")
     _apply("NDGATHER_POOL_BYTES", parse_bytes, set_pool_limit, "the default of 1 GiB")
     _apply("NDGATHER_PREFAULT", parse_switch, lambda on: set_prefault(bool(on)), "on")
     _apply("NDGATHER_LINGER_US", parse_whole, _set_linger_us, "200 us")
+    _apply("NDGATHER_WAKE_US", parse_whole, _set_wake_us, "the time measured")

@@ -246,6 +246,25 @@ fn get_linger_us_py() -> u64 {
     crate::linger_us()
 }
 
+/// Sets the time a sleeping worker thread takes to wake, in microseconds
+/// (``NDGATHER_WAKE_US``), from 0 to 1,000,000, which decides whether a
+/// call made while every worker sleeps is worth splitting; ``None``: the
+/// time ndgather measures from its own wake-ups (the default). Other values
+/// are a ``ValueError``.
+#[pyfunction(name = "_set_wake_us")]
+#[pyo3(signature = (us))]
+fn set_wake_us_py(us: Option<Int64>) -> PyResult<()> {
+    let us = us.map(|us| us.get("us")).transpose()?;
+    Ok(crate::set_wake_us(us)?)
+}
+
+/// The wake-up time a split assumes now, in microseconds (set, or measured;
+/// 0 before any wake-up was measured).
+#[pyfunction(name = "_get_wake_us")]
+fn get_wake_us_py() -> u64 {
+    crate::threads::wake_ns() / 1000
+}
+
 /// Sets the most bytes of freed large results ndgather keeps for reuse
 /// (``0`` turns the pool off), releasing at once what is over it.
 #[pyfunction(name = "set_pool_limit")]
@@ -301,9 +320,10 @@ mod _core {
         },
         dequantize::gather_block_quantized_py,
         gather_with_rules_py, get_linger_us_py, get_num_threads_py, get_pool_limit_py,
-        get_prefault_py, pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
+        get_prefault_py, get_wake_us_py, pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
         prepared::{prepared_from_state, PreparedGather},
         release_pool_py, set_linger_us_py, set_num_threads_py, set_pool_limit_py, set_prefault_py,
+        set_wake_us_py,
     };
 
     // What `init` uses of this file (`mod.rs`).

@@ -13,7 +13,7 @@ use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
 use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
-use crate::split::RANDOM_ROW_COST;
+use crate::split::{splits, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
@@ -98,9 +98,10 @@ pub(crate) fn try_take_rows<'py>(
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
-        || (num_threads() > 1 && split_pays(count, out_row))
         || !table.is_c_contiguous()
         || !plain_ids(ids)
+        // Last: a call that does not split may wake a helper for the next.
+        || splits(num_threads(), count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST)))
     {
         return Ok(None);
     }
@@ -153,16 +154,6 @@ pub(crate) fn try_take_rows<'py>(
 
 /// The most axes a NumPy array has (`NPY_MAXDIMS` of NumPy 2).
 const MAX_RANK: usize = 64;
-
-/// Whether a row-path call of `count` rows of `out_row` output bytes is
-/// better split over threads by the general path, which this path never
-/// does. Only a `dtype=` cast writes that much within the row path's
-/// bounds (its rows read stay under 128 KiB); the bound is the cost (in
-/// the split's units) from which the split won (tuning log: `split_pays`).
-fn split_pays(count: usize, out_row: usize) -> bool {
-    const SPLIT_FROM_COST: usize = 320 * 1024;
-    count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST)) >= SPLIT_FROM_COST
-}
 
 /// Whether `ids` is a native, aligned, C-contiguous `int32` or `int64` array:
 /// readable as a Rust slice of its type.

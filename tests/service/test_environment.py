@@ -1,5 +1,5 @@
-"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES, NDGATHER_PREFAULT and NDGATHER_LINGER_US: read at
-import, and no value breaks it."""
+"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES, NDGATHER_PREFAULT, NDGATHER_LINGER_US and
+NDGATHER_WAKE_US: read at import, and no value breaks it."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ def _import_with(variable: str, value: str) -> tuple[str, str]:
     env[variable] = value
     code = (
         "import ndgather; "
-        "from ndgather._core import _get_linger_us; "
+        "from ndgather._core import _get_linger_us, _get_wake_us; "
         "print(ndgather.get_num_threads(), ndgather.get_pool_limit(), ndgather.get_prefault(), "
-        "_get_linger_us())"
+        "_get_linger_us(), _get_wake_us())"
     )
     proc = subprocess.run(
         [sys.executable, "-W", "always", "-c", code],
@@ -107,6 +107,51 @@ def test_a_bad_linger_warns_once_and_keeps_the_default(value: str) -> None:
     assert got.split()[3] == "200"
     assert stderr.count("RuntimeWarning") == 1, stderr
     assert f"NDGATHER_LINGER_US={value!r}" in stderr
+
+
+@pytest.mark.parametrize("value, us", [("0", 0), (" 45 ", 45), ("1000000", 1_000_000)])
+def test_the_wake_up_time_takes_microseconds(value: str, us: int) -> None:
+    got, stderr = _import_with("NDGATHER_WAKE_US", value)
+    assert got.split()[4] == str(us)
+    assert "Warning" not in stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "1000001", "45us"])
+def test_a_bad_wake_up_time_warns_once_and_is_measured(value: str) -> None:
+    got, stderr = _import_with("NDGATHER_WAKE_US", value)
+    # Nothing was woken in the child yet: nothing measured.
+    assert got.split()[4] == "0"
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_WAKE_US={value!r}" in stderr
+
+
+def test_calls_are_exact_whatever_the_wake_up_time() -> None:
+    """Split or not (a wake-up assumed free, or too slow for any call here), calls made
+    back to back and after a pause give NumPy's result; the setting reads back and goes
+    back to measuring."""
+    from ndgather._core import _get_wake_us, _set_wake_us
+
+    rng = np.random.default_rng(6)
+    table = rng.random((1 << 16, 32), dtype=np.float32)
+    threads = ndgather.get_num_threads()
+    try:
+        ndgather.set_num_threads(2)
+        for us in (0, 1_000_000, None):
+            _set_wake_us(us)
+            if us is not None:
+                assert _get_wake_us() == us
+            for n in (600, 1024, 20_000):
+                for _ in range(3):
+                    ids = rng.integers(0, len(table), n)
+                    np.testing.assert_array_equal(ndgather.gather(table, ids), table[ids])
+                    out = np.empty((n, 32), np.float32)
+                    ndgather.gather(table, ids, out=out)
+                    np.testing.assert_array_equal(out, table[ids])
+        with pytest.raises(ValueError, match="between 0 and 1000000"):
+            _set_wake_us(-5)
+    finally:
+        _set_wake_us(None)
+        ndgather.set_num_threads(threads)
 
 
 def test_calls_are_exact_whatever_the_linger() -> None:
