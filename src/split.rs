@@ -48,7 +48,8 @@ pub(crate) fn splits(threads: usize, cost: usize) -> bool {
         return true;
     }
     if threads > 1 && cost >= PARALLEL_MIN_COST {
-        crate::threads::wake_for_the_next_calls(threads);
+        let work_ns = (cost as u64).saturating_mul(1000) / COST_PER_US;
+        crate::threads::wake_for_the_next_calls(threads, work_ns);
     }
     false
 }

@@ -115,16 +115,33 @@ pub(crate) fn wake_ns() -> u64 {
 }
 
 /// Counts a wake-up that began at `called` and whose helper starts now.
+/// The estimate follows faster wake-ups at once (half way) and slower ones
+/// only a sixteenth of the way, each sample taken at most four times the
+/// estimate and at most [`WAKE_SAMPLE_MAX_NS`]: a helper kept off its core
+/// by other threads (another runtime's workers spinning, as OpenMP's do for
+/// 200 ms after their work; 1-20 ms were measured next to numba's `prange`)
+/// says little about the next wake-up.
 fn record_wake(called: std::time::Instant) {
-    let ns = u64::try_from(called.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let ns = u64::try_from(called.elapsed().as_nanos())
+        .unwrap_or(u64::MAX)
+        .clamp(1, WAKE_SAMPLE_MAX_NS);
     // Racing updates lose a sample at worst.
     let old = WAKE_NS.load(Ordering::Relaxed);
-    let new = if old == 0 {
+    WAKE_NS.store(next_wake_estimate(old, ns), Ordering::Relaxed);
+}
+
+/// The longest wake-up sample counted: a millisecond.
+const WAKE_SAMPLE_MAX_NS: u64 = 1_000_000;
+
+/// The wake-up estimate after `old` (0: none yet) and a sample of `ns`.
+fn next_wake_estimate(old: u64, ns: u64) -> u64 {
+    if old == 0 {
         ns
+    } else if ns <= old {
+        old - (old - ns) / 2
     } else {
-        old.saturating_mul(3).saturating_add(ns) / 4
-    };
-    WAKE_NS.store(new.max(1), Ordering::Relaxed);
+        old + (ns.min(old.saturating_mul(4)) - old) / 16
+    }
 }
 
 /// Whether a helper is lingering now: a split would find it awake.
@@ -133,7 +150,8 @@ pub(crate) fn helper_awake() -> bool {
 }
 
 /// When the last call that wanted a split but found every helper asleep
-/// started, in nanoseconds since [`epoch`]; 0: none yet.
+/// will have ended (its start and the time its work takes), in nanoseconds
+/// since [`epoch`]; 0: none yet.
 static LAST_ASLEEP_NS: AtomicU64 = AtomicU64::new(0);
 
 /// The process's clock origin for [`LAST_ASLEEP_NS`].
@@ -143,11 +161,12 @@ fn epoch() -> std::time::Instant {
 }
 
 /// Called by a call that would split if a helper were awake but runs on
-/// its own thread instead: if such calls come closer together than helpers
-/// linger, wakes one helper to linger, so that the next calls find it
-/// awake (the caller pays the wake-up call once, not the wait for it). A
-/// service making a call now and then pays nothing.
-pub(crate) fn wake_for_the_next_calls(threads: usize) {
+/// its own thread instead, its work taking about `work_ns`: if such calls
+/// come closer together than helpers linger (from the end of one to the
+/// start of the next), wakes one helper to linger, so that the next calls
+/// find it awake (the caller pays the wake-up call once, not the wait for
+/// it). A service making a call now and then pays nothing.
+pub(crate) fn wake_for_the_next_calls(threads: usize, work_ns: u64) {
     let threads = threads.min(MAX_THREADS);
     let linger_ns = linger_us().saturating_mul(1000);
     if threads < 2 || linger_ns == 0 {
@@ -156,8 +175,8 @@ pub(crate) fn wake_for_the_next_calls(threads: usize) {
     let now = u64::try_from(epoch().elapsed().as_nanos())
         .unwrap_or(u64::MAX)
         .max(1);
-    let last = LAST_ASLEEP_NS.swap(now, Ordering::Relaxed);
-    if last == 0 || now.saturating_sub(last) > linger_ns {
+    let last_end = LAST_ASLEEP_NS.swap(now.saturating_add(work_ns), Ordering::Relaxed);
+    if last_end == 0 || now.saturating_sub(last_end) > linger_ns {
         return;
     }
     let Some(pool) = worker_pool(threads) else {

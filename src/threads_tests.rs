@@ -149,8 +149,8 @@ fn calls_close_together_wake_a_helper_for_the_calls_after() {
     set_linger_us(50_000).expect("within bounds");
     // The first call notes its time; the second, well within the linger,
     // wakes a helper, which lingers for the calls after it.
-    wake_for_the_next_calls(2);
-    wake_for_the_next_calls(2);
+    wake_for_the_next_calls(2, 1000);
+    wake_for_the_next_calls(2, 1000);
     let start = std::time::Instant::now();
     let mut seen = false;
     while !seen && start.elapsed() < std::time::Duration::from_secs(5) {
@@ -167,4 +167,25 @@ fn wake_up_times_outside_0_to_a_second_are_errors() {
     assert!(set_wake_us(Some(-1)).is_err());
     assert!(set_wake_us(Some(MAX_LINGER_US as i64 + 1)).is_err());
     assert!(set_wake_us(None).is_ok());
+}
+
+#[test]
+fn the_wake_up_estimate_follows_fast_wake_ups_and_shrugs_off_slow_ones() {
+    assert_eq!(next_wake_estimate(0, 45_000), 45_000);
+    assert_eq!(next_wake_estimate(45_000, 15_000), 30_000);
+    // A helper kept off its core for 20 ms moves the estimate by at most
+    // 3/16 of itself.
+    assert_eq!(next_wake_estimate(40_000, 20_000_000), 47_500);
+    assert_eq!(next_wake_estimate(40_000, 48_000), 40_500);
+    // Ten such in a row, then fast ones again: back within twice the truth
+    // after a handful.
+    let mut estimate = 45_000;
+    for _ in 0..10 {
+        estimate = next_wake_estimate(estimate, WAKE_SAMPLE_MAX_NS);
+    }
+    assert!(estimate < 6 * 45_000, "{estimate}");
+    for _ in 0..4 {
+        estimate = next_wake_estimate(estimate, 45_000);
+    }
+    assert!(estimate < 2 * 45_000, "{estimate}");
 }
