@@ -15,7 +15,7 @@ use crate::offsets::{compute_offsets, first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::pool;
 use crate::split::{
-    split_ranges, split_rows, splits_without_waking, task_rows, task_rows_now, RANDOM_ROW_COST,
+    split_ranges, split_rows, task_rows, task_rows_now, threads_without_waking, RANDOM_ROW_COST,
 };
 use crate::threads::{for_each_task, Disjoint};
 use crate::validate::check_out_len;
@@ -214,7 +214,7 @@ impl Plan<'_> {
         let (n, sb) = (self.n_rows, self.slice_bytes);
         debug_assert_eq!(out.len(), n * sb);
         let mut offsets: SmallVec<[isize; 32]> = smallvec![0; n];
-        let Some(rows_per_task) = task_rows_now(threads, n, self.copy_cost()) else {
+        let Some((threads, rows_per_task)) = task_rows_now(threads, n, self.copy_cost()) else {
             self.row_offsets(mode, 0, &mut offsets)?;
             // SAFETY: the offsets were just made by `row_offsets` on this
             // plan, one per row of `out`.
@@ -332,8 +332,12 @@ impl Plan<'_> {
     /// [`CHECK_FIRST_MAX_BYTES`].
     fn checks_first(&self, threads: usize) -> bool {
         self.index_reads() <= CHECK_FIRST_MAX_BYTES
-            && task_rows(threads, self.n_rows, self.copy_cost()).is_some()
-            && splits_without_waking(threads, self.copy_cost())
+            && task_rows(
+                threads_without_waking(threads, self.copy_cost()),
+                self.n_rows,
+                self.copy_cost(),
+            )
+            .is_some()
     }
 
     /// The bytes of indices a validation pass reads. Saturating: zero-stride

@@ -38,44 +38,49 @@ fn wake_min_cost_for(ns: u64) -> usize {
     usize::try_from(ns.saturating_mul(2).saturating_mul(COST_PER_US) / 1000).unwrap_or(usize::MAX)
 }
 
-/// Whether work of `cost` splits over `threads` threads now: from
-/// [`PARALLEL_MIN_COST`] when a helper is awake, from [`wake_min_cost`]
-/// when every helper sleeps. A call that would split were a helper awake
-/// but runs alone may wake one for the calls after it (see
-/// `threads::wake_for_the_next_calls`).
-pub(crate) fn splits(threads: usize, cost: usize) -> bool {
-    if splits_without_waking(threads, cost) {
-        return true;
-    }
-    if threads > 1 && cost >= PARALLEL_MIN_COST {
+/// How many of up to `threads` threads work of `cost` uses now (1: the
+/// calling thread alone): all from [`wake_min_cost`]; below it, the
+/// caller and the helpers awake (lingering after an earlier split) from
+/// [`PARALLEL_MIN_COST`], since waking one would cost more than it saves.
+/// A call that would split were a helper awake but runs alone may wake one
+/// for the calls after it (see `threads::wake_for_the_next_calls`).
+pub(crate) fn threads_now(threads: usize, cost: usize) -> usize {
+    let now = threads_without_waking(threads, cost);
+    if now <= 1 && threads > 1 && cost >= PARALLEL_MIN_COST {
         let work_ns = (cost as u64).saturating_mul(1000) / COST_PER_US;
         crate::threads::wake_for_the_next_calls(threads, work_ns);
     }
-    false
+    now
 }
 
-/// [`splits`] without waking a helper for the calls after: for a caller
-/// that only asks which route a call will take.
-pub(crate) fn splits_without_waking(threads: usize, cost: usize) -> bool {
-    worth_splitting(
+/// [`threads_now`] without waking a helper for the calls after: for a
+/// caller that only asks which route a call will take.
+pub(crate) fn threads_without_waking(threads: usize, cost: usize) -> usize {
+    threads_for(
         threads,
         cost,
         wake_min_cost(),
-        crate::threads::helper_awake(),
+        crate::threads::helpers_awake(),
     )
 }
 
-/// The rule of [`splits`], given the least work worth waking helpers for
-/// and whether one is awake.
-fn worth_splitting(threads: usize, cost: usize, wake_min: usize, awake: bool) -> bool {
-    threads > 1 && cost >= PARALLEL_MIN_COST && (awake || cost >= wake_min)
+/// The rule of [`threads_now`], given the least work worth waking helpers
+/// for and the helpers awake.
+fn threads_for(threads: usize, cost: usize, wake_min: usize, awake: usize) -> usize {
+    if threads <= 1 || cost < PARALLEL_MIN_COST {
+        1
+    } else if cost >= wake_min {
+        threads
+    } else {
+        threads.min(awake.saturating_add(1))
+    }
 }
 
-/// [`task_rows`] for a split made now: `None` also when its helpers sleep
-/// and the work is not worth waking them ([`splits`]).
-pub(crate) fn task_rows_now(threads: usize, n_rows: usize, cost: usize) -> Option<usize> {
-    let rows = task_rows(threads, n_rows, cost)?;
-    splits(threads, cost).then_some(rows)
+/// The threads and the rows a task of a split made now ([`threads_now`],
+/// [`task_rows`]); `None` to run on the calling thread alone.
+pub(crate) fn task_rows_now(threads: usize, n_rows: usize, cost: usize) -> Option<(usize, usize)> {
+    let threads = threads_now(threads, cost);
+    task_rows(threads, n_rows, cost).map(|rows| (threads, rows))
 }
 
 /// Smallest piece of work one task does (same unit): enough that claiming
@@ -139,7 +144,7 @@ pub(crate) fn split_rows<E: Send>(
     out: &mut [E],
     fill: &RowTask<'_, E>,
 ) -> std::result::Result<(), BadRow> {
-    let Some(rows_per_task) = task_rows_now(threads, n_rows, cost) else {
+    let Some((threads, rows_per_task)) = task_rows_now(threads, n_rows, cost) else {
         return fill(0, out);
     };
     let tasks = n_rows.div_ceil(rows_per_task);
@@ -180,7 +185,7 @@ pub(crate) fn split_ranges(
 ) {
     match task_rows_now(threads, n_rows, cost) {
         None => task(0..n_rows),
-        Some(per_task) => for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
+        Some((threads, per_task)) => for_each_task(threads, n_rows.div_ceil(per_task), &|t| {
             task(t * per_task..((t + 1) * per_task).min(n_rows))
         }),
     }
@@ -210,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn work_splits_with_a_helper_awake_or_when_worth_waking_one() {
+    fn work_splits_with_the_helpers_awake_or_when_worth_waking_them() {
         // The Intel VM's 45 us from wake-up call to a helper at work: 900 KB
         // of copying, twice that time.
         assert_eq!(wake_min_cost_for(45_000), 900_000);
@@ -218,15 +223,16 @@ mod tests {
         assert!(wake_min_cost_for(u64::MAX) > 1 << 50);
         let (small, mid, large) = (PARALLEL_MIN_COST - 1, 300_000, 1 << 20);
         let wake_min = wake_min_cost_for(45_000);
-        for awake in [false, true] {
-            assert!(!worth_splitting(2, small, wake_min, awake));
-            assert!(!worth_splitting(1, large, wake_min, awake));
-            assert!(worth_splitting(2, large, wake_min, awake));
-            // A helper awake joins at once; a sleeping one would start
-            // after most of this work is done.
-            assert_eq!(worth_splitting(2, mid, wake_min, awake), awake);
+        for awake in [0, 1, 3] {
+            assert_eq!(threads_for(2, small, wake_min, awake), 1);
+            assert_eq!(threads_for(1, large, wake_min, awake), 1);
+            assert_eq!(threads_for(16, large, wake_min, awake), 16);
+            // Helpers awake join at once; a sleeping one would start after
+            // most of this work is done.
+            assert_eq!(threads_for(2, mid, wake_min, awake), 2.min(awake + 1));
+            assert_eq!(threads_for(16, mid, wake_min, awake), awake + 1);
             // Before any wake-up was measured, as if waking were free.
-            assert!(worth_splitting(2, mid, 0, awake));
+            assert_eq!(threads_for(16, mid, 0, awake), 16);
         }
     }
 }

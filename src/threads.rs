@@ -144,9 +144,9 @@ fn next_wake_estimate(old: u64, ns: u64) -> u64 {
     }
 }
 
-/// Whether a helper is lingering now: a split would find it awake.
-pub(crate) fn helper_awake() -> bool {
-    LINGERING.load(Ordering::SeqCst) > 0
+/// How many helpers linger now: a split would find them awake.
+pub(crate) fn helpers_awake() -> usize {
+    LINGERING.load(Ordering::SeqCst)
 }
 
 /// When the last call that wanted a split but found every helper asleep

@@ -13,7 +13,7 @@ use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
 use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
-use crate::split::{splits, RANDOM_ROW_COST};
+use crate::split::{threads_now, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`,
@@ -101,7 +101,7 @@ pub(crate) fn try_take_rows<'py>(
         || !table.is_c_contiguous()
         || !plain_ids(ids)
         // Last: a call that does not split may wake a helper for the next.
-        || splits(num_threads(), count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST)))
+        || threads_now(num_threads(), count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST))) > 1
     {
         return Ok(None);
     }
