@@ -107,7 +107,9 @@ impl Plan<'_> {
                 .or_else(|BadRow| self.report_bad(mode, threads));
         }
         if can_fail && validation == Validation::BeforeWriting && !small && self.stages() {
-            return self.gather_staged(mode, out, threads);
+            if let Some(done) = self.gather_staged(mode, out, threads) {
+                return done;
+            }
         }
         // Every index is visited by the copy only when there is output.
         if can_fail && (validation == Validation::BeforeWriting || self.out_bytes == 0) {
@@ -148,8 +150,9 @@ impl Plan<'_> {
 
     /// Gathers into a buffer of the pool's (or a new one), its indices
     /// checked on the way, then copies it into `out`: an error leaves `out`
-    /// untouched, as [`Validation::BeforeWriting`] promises.
-    fn gather_staged(&self, mode: Mode, out: &mut [u8], threads: usize) -> Result<()> {
+    /// untouched, as [`Validation::BeforeWriting`] promises. `None` if no
+    /// buffer could be had (the caller then checks in a pass of its own).
+    fn gather_staged(&self, mode: Mode, out: &mut [u8], threads: usize) -> Option<Result<()>> {
         let len = out.len();
         let pooled = pool::take(len);
         let mut fresh = Vec::new();
@@ -159,6 +162,7 @@ impl Plan<'_> {
             // call holds until it is given back below.
             Some(buffer) => unsafe { std::slice::from_raw_parts_mut(buffer.as_ptr(), len) },
             None => {
+                fresh.try_reserve_exact(len).ok()?;
                 fresh.resize(len, 0u8);
                 &mut fresh
             }
@@ -175,7 +179,7 @@ impl Plan<'_> {
         if let Some(buffer) = pooled {
             pool::give_back(buffer);
         }
-        gathered
+        Some(gathered)
     }
 
     /// Whether some stored index may address nothing in `mode`.
