@@ -93,21 +93,29 @@ fn back_to_back_splits_from_several_callers_run_every_task_once() {
     });
 }
 
+/// A linger of 50 ms while it lives, the default after: the default 200 us
+/// is shorter than a busy 2-core test machine may keep a helper off its
+/// core (CI saw that). Other tests only see helpers yield longer.
+struct LongLinger;
+
+impl LongLinger {
+    fn new() -> LongLinger {
+        set_linger_us(50_000).expect("within bounds");
+        LongLinger
+    }
+}
+
+impl Drop for LongLinger {
+    fn drop(&mut self) {
+        LINGER_NOW_US.store(LINGER_US, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn a_helper_stays_awake_after_its_split() {
     // After its last task the helper lingers (linger_us) before it sleeps,
     // so that the next split finds it awake instead of paying for a wake-up.
-    // The default 200 us is shorter than a busy 2-core test machine may keep
-    // this thread off its core (CI saw that), so the test lingers 50 ms and
-    // puts the default back after. Other tests only see helpers yield longer.
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            LINGER_NOW_US.store(LINGER_US, Ordering::Relaxed);
-        }
-    }
-    let _restore = Restore;
-    set_linger_us(50_000).expect("within bounds");
+    let _linger = LongLinger::new();
     let caller = std::thread::current().id();
     // A split where no helper got a task (the pool's thread was late) shows
     // nothing: try again, a few times at most.
@@ -137,16 +145,7 @@ fn a_helper_stays_awake_after_its_split() {
 
 #[test]
 fn calls_close_together_wake_a_helper_for_the_calls_after() {
-    // As in `a_helper_stays_awake_after_its_split`: a long linger, so that a
-    // busy test machine cannot make the helper miss the window.
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            LINGER_NOW_US.store(LINGER_US, Ordering::Relaxed);
-        }
-    }
-    let _restore = Restore;
-    set_linger_us(50_000).expect("within bounds");
+    let _linger = LongLinger::new();
     // The first call notes its time; the second, well within the linger,
     // wakes a helper, which lingers for the calls after it.
     wake_for_the_next_calls(2, 1000);
