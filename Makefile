@@ -99,7 +99,7 @@ bench-quick:
 	$(PYTHON) -m benches compare --peers numpy --quick
 	$(PYTHON) -m benches access --quick
 	$(PYTHON) -m benches dask --quick
-	$(PYTHON) -m benches service --quick
+	$(PYTHON) -m benches service --quick --pause-us 50
 	$(PYTHON) -m benches cast --quick
 	$(PYTHON) -m benches prepared --quick
 	$(PYTHON) -m benches quantized --quick

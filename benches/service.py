@@ -36,12 +36,15 @@ call wakes the candidate's own); the median per call is reported, and ratios to 
 peer. Then every candidate's calls are timed one by one (``--latency-calls`` per round, or as
 many as take about 20 ms when that is fewer, at least 10; interleaved the same way) for the
 percentiles a service operator watches (p50, p99; each includes one ``perf_counter_ns`` pair,
-~50 ns). All candidates are checked equal to ``table.take`` on the first batches before
-timing.
+~50 ns); with ``--pause-us N`` each of those calls comes after N us of Python busy-work, as a
+service's calls come between requests (threads kept awake after a call may sleep by the next:
+ndgather's helpers linger 200 us). All candidates are checked equal to ``table.take`` on
+the first batches before timing.
 
     python -m benches service                      # full run
     python -m benches service --quick              # tiny tables, 3 rounds (CI: runs, agrees)
     python -m benches service --json bench-results/service.json --doc docs/performance.md
+    python -m benches service --tables rows_4m_32 --batches 512,4096 --pause-us 300
 """
 
 from __future__ import annotations
@@ -300,7 +303,8 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
     # calls (about 20 ms of them, at least 10), so that a large batch does not take minutes.
     most = run.results["latency_calls"]
     lat_n = {c.name: max(10, min(most, int(0.02 / timings[c.name].median))) for c in cands}
-    lat = latency_rounds(cands, cycle, run.rounds, lat_n, SETTLE_S, resident)
+    pause_ns = run.results["pause_us"] * 1000
+    lat = latency_rounds(cands, cycle, run.rounds, lat_n, SETTLE_S, resident, pause_ns)
     record["phases_s"]["latencies"] = time.perf_counter() - phase
     for n, timing in timings.items():
         entry: dict[str, Any] = {"family": families[n], **timing.record()}
@@ -385,7 +389,13 @@ def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     parts = [
         f"Median per call over {results['rounds']} interleaved rounds (fastest peer in bold); "
-        f"p50 / p99 of {results['latency_calls']} calls a round timed one by one; threads "
+        f"p50 / p99 of {results['latency_calls']} calls a round timed one by one"
+        + (
+            f", each after {results['pause_us']} us of Python busy-work"
+            if results.get("pause_us")
+            else ""
+        )
+        + "; threads "
         f"{', '.join(map(str, results['threads']))}; commit {m.get('git_commit') or '?'}. "
         f"Command: `{results['command']}`. Machine: {describe_machine(m)}.",
         markdown_table(header, table),
@@ -408,6 +418,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", help=f"comma-separated, of {', '.join(TABLES)}")
     parser.add_argument("--batches", help="comma-separated batch sizes (default: all)")
     parser.add_argument("--latency-calls", type=int, help="per round (default 200, quick 20)")
+    parser.add_argument(
+        "--pause-us",
+        type=int,
+        default=0,
+        help="microseconds of Python busy-work before each call timed one by one (p50 / p99): "
+        "calls of a service between requests, whose helper threads may have gone to sleep",
+    )
 
 
 def load(run: Run) -> None:
@@ -426,6 +443,7 @@ def load(run: Run) -> None:
     run.machine["llc_bytes"] = llc_bytes()
     run.results.update(
         latency_calls=run.args.latency_calls or (20 if run.quick else 200),
+        pause_us=max(0, run.args.pause_us),
         threads=sorted({1, all_threads}),
         touch_llc=TOUCH_LLC,
     )

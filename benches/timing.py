@@ -225,13 +225,18 @@ class Statement:
     def timer(self, cycle: Cycle) -> CycleTimer:
         return CycleTimer(self.stmt, self.names, cycle)
 
-    def latencies(self, cycle: Cycle, n: int) -> list[int]:
-        """Nanoseconds of each of ``n`` calls on the next batches, timed one by one."""
+    def latencies(self, cycle: Cycle, n: int, pause_ns: int = 0) -> list[int]:
+        """Nanoseconds of each of ``n`` calls on the next batches, timed one by one, each
+        after ``pause_ns`` of Python busy-work (a service between requests: the threads a
+        candidate keeps awake after a call may have gone to sleep by the next)."""
         src = (
-            "def _lat(_it, _pc):\n"
+            "def _lat(_it, _pc, _pause):\n"
             "    _out = []\n"
             "    _ap = _out.append\n"
             "    for _i in _it:\n"
+            "        _end = _pc() + _pause\n"
+            "        while _pause and _pc() < _end:\n"
+            "            pass\n"
             "        _t0 = _pc()\n"
             f"        {self.stmt}\n"
             "        _ap(_pc() - _t0)\n"
@@ -239,7 +244,7 @@ class Statement:
         )
         names = dict(self.names)
         exec(src, names)  # noqa: S102 - our own statements
-        out: list[int] = names["_lat"](cycle.take(n), time.perf_counter_ns)
+        out: list[int] = names["_lat"](cycle.take(n), time.perf_counter_ns, pause_ns)
         return out
 
 
@@ -352,14 +357,16 @@ def latency_rounds(
     calls: Mapping[str, int],
     settle_s: float,
     before_round: Callable[[], object] | None = None,
+    pause_ns: int = 0,
 ) -> dict[str, list[int]]:
     """Nanoseconds of single calls, ``calls[name]`` of each statement a round, interleaved
-    and rotated as in :func:`run_interleaved`, each run after a settle and an untimed call."""
+    and rotated as in :func:`run_interleaved`, each run after a settle and an untimed call,
+    each call after ``pause_ns`` of busy-work (:meth:`Statement.latencies`)."""
     out: dict[str, list[int]] = {s.name: [] for s in statements}
     for s in rotations(statements, rounds, before_round):
         settle(settle_s)
         s.latencies(cycle, 1)  # untimed: wakes the candidate's threads
-        out[s.name] += s.latencies(cycle, calls[s.name])
+        out[s.name] += s.latencies(cycle, calls[s.name], pause_ns)
     return out
 
 
