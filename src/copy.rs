@@ -61,8 +61,7 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
     offsets: &[isize],
     count: usize,
     dst: *mut u8,
-    ahead: usize,
-    tail: bool,
+    ahead: Ahead,
 ) {
     copy_rows!(
         src,
@@ -70,8 +69,8 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
         count,
         dst,
         W,
-        ahead,
-        tail,
+        ahead.rows,
+        ahead.tail,
         PF,
         ZERO,
         ptr::copy_nonoverlapping
@@ -373,9 +372,9 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                     // SAFETY: forwarded from the caller.
                     unsafe {
                         match pf {
-                            FAR => copy_fixed::<$w, FAR, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
-                            NEAR => copy_fixed::<$w, NEAR, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
-                            _ => copy_fixed::<$w, NONE, ZERO>(src, offsets, count, dst, ahead.rows, ahead.tail),
+                            FAR => copy_fixed::<$w, FAR, ZERO>(src, offsets, count, dst, ahead),
+                            NEAR => copy_fixed::<$w, NEAR, ZERO>(src, offsets, count, dst, ahead),
+                            _ => copy_fixed::<$w, NONE, ZERO>(src, offsets, count, dst, ahead),
                         }
                     }
                 })*

@@ -29,7 +29,7 @@ const COST_PER_US: u64 = 10_000;
 /// starts, and the call pays the wake-up call (13 us on the Intel VM, where
 /// a helper started 45 us after it: 4 tasks of 7 us then took 42 us split
 /// against 28 us alone, 4 of 28 us 100 against 112 us).
-pub(crate) fn wake_min_cost() -> usize {
+fn wake_min_cost() -> usize {
     wake_min_cost_for(crate::threads::wake_ns())
 }
 
