@@ -81,6 +81,15 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
 /// a call to `memcpy`.
 const SMALL_ROW: usize = 64;
 
+/// The row path (`rows`) copies rows up to this width (and over
+/// [`SMALL_ROW`]) by [`copy_medium`]'s inline 32-byte moves rather than a
+/// call to `memcpy`: on the Intel kind, 256 cached rows of 140 to 384 bytes
+/// took 0.75-0.85x the time; from 700 bytes the two were even. The general
+/// kernel's loop, with its prefetches, took 1.3-1.4x the time with them on
+/// 4,096-8,192 rows of 140-200 bytes, so it keeps `memcpy`
+/// (docs/performance.md).
+pub(crate) const MEDIUM_ROW: usize = 512;
+
 /// 16 bytes that load and store as one vector move.
 #[cfg(target_arch = "x86_64")]
 type V16 = std::arch::x86_64::__m128i;
@@ -180,6 +189,28 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
             1 => two_moves::<u8>(src, dst, width),
             _ => {}
         }
+    }
+}
+
+/// Copies `width` bytes, `SMALL_ROW < width <= MEDIUM_ROW`, as 32-byte
+/// pieces from the start and one more ending at the last byte (overlapping
+/// the one before): inline moves instead of `memcpy`'s call and dispatch.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`.
+#[inline(always)]
+pub(crate) unsafe fn copy_medium(src: *const u8, dst: *mut u8, width: usize) {
+    debug_assert!(width > 32);
+    let mut at = 0;
+    // SAFETY: every piece lies inside the `width` bytes of `src` and `dst`:
+    // `at + 32 < width` in the loop, and the last one starts at `width - 32`
+    // (32 < width).
+    unsafe {
+        while at + 32 < width {
+            V32::two_moves(src.add(at), dst.add(at), 32);
+            at += 32;
+        }
+        V32::two_moves(src.add(width - 32), dst.add(width - 32), 32);
     }
 }
 

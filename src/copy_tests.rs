@@ -16,6 +16,19 @@ fn small_copies_of_every_width() {
 }
 
 #[test]
+fn medium_copies_of_every_width() {
+    let src: Vec<u8> = (0..MEDIUM_ROW).map(|i| (i % 251 + 1) as u8).collect();
+    for width in SMALL_ROW + 1..=MEDIUM_ROW {
+        let mut dst = vec![0u8; MEDIUM_ROW + 2];
+        // SAFETY: width <= MEDIUM_ROW bytes inside both buffers, after the
+        // first byte of `dst`.
+        unsafe { copy_medium(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
+        assert_eq!(&dst[1..1 + width], &src[..width], "{width}");
+        assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+    }
+}
+
+#[test]
 fn small_rows_of_every_width_with_zero_fill() {
     let src: Vec<u8> = (1..=255).collect();
     let offsets = [7isize, ZERO_FILL, 0, 130, 3];

@@ -19,7 +19,7 @@
 use std::mem::MaybeUninit;
 
 use crate::convert::Cast;
-use crate::copy::copy_small;
+use crate::copy::{copy_medium, copy_small, MEDIUM_ROW};
 use crate::hints;
 use crate::offsets;
 use crate::plan::prefetches;
@@ -110,18 +110,25 @@ pub fn take_tuples_in<I: RowId>(
         // vector moves instead of a call to `memcpy`, and the prefetch of
         // its lines straight-line code. Other widths up to 64 bytes (a
         // GatherND slice of 3 or 15 elements) are two overlapping moves,
-        // cheaper than `memcpy`'s call and dispatch.
+        // and up to `MEDIUM_ROW` (35 elements: 140 bytes) 32-byte moves,
+        // both cheaper than `memcpy`'s call and dispatch.
         let copy = |src: &[u8], dst: &mut [u8]| dst.copy_from_slice(src);
         let small = |src: &[u8], dst: &mut [u8]| {
             debug_assert!(src.len() == dst.len() && src.len() <= 64);
             // SAFETY: two distinct slices of the same length, at most 64.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
+        let medium = |src: &[u8], dst: &mut [u8]| {
+            debug_assert!(src.len() == dst.len() && (65..=MEDIUM_ROW).contains(&src.len()));
+            // SAFETY: two distinct slices of the same length, 65 to MEDIUM_ROW.
+            unsafe { copy_medium(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+        };
         macro_rules! fixed {
             ($($w:literal)*) => {
                 match row_bytes {
                     $($w => take_rows_with(table, &rows, $w, $w, out, copy, run),)*
                     ..=64 => take_rows_with(table, &rows, row_bytes, row_bytes, out, small, run),
+                    ..=MEDIUM_ROW => take_rows_with(table, &rows, row_bytes, row_bytes, out, medium, run),
                     _ => take_rows_with(table, &rows, row_bytes, row_bytes, out, copy, run),
                 }
             };

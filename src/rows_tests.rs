@@ -63,7 +63,9 @@ fn naive(table: &[u8], row_bytes: usize, ids: &[i64]) -> Vec<u8> {
 fn copies_the_rows_named_negatives_from_the_end() {
     // Every width `take_rows` compiles for (4 to 512) and some it does
     // not, from tables that start on a line and 1 to 63 bytes past one.
-    let widths = [1, 3, 4, 8, 16, 32, 60, 64, 100, 128, 256, 512, 1000, 4096];
+    let widths = [
+        1, 3, 4, 8, 16, 32, 60, 64, 65, 100, 128, 140, 255, 256, 384, 511, 512, 513, 1000, 4096,
+    ];
     for (k, row_bytes) in widths.into_iter().enumerate() {
         let mut raw = vec![0u8; 38 * row_bytes + 128];
         let shift = raw.as_ptr().align_offset(64) + [0, 1, 17, 63][k % 4];
