@@ -292,7 +292,9 @@ impl HeldAcrossFork for Buffers {
 #[cfg(test)]
 pub(crate) fn tests_alone() -> MutexGuard<'static, ()> {
     static ALONE: Mutex<()> = Mutex::new(());
-    ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    ALONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -45,8 +45,11 @@ fn wake_min_cost_for(ns: u64) -> usize {
 /// A call that would split were a helper awake but runs alone may wake one
 /// for the calls after it (see `threads::wake_for_the_next_calls`).
 pub(crate) fn threads_now(threads: usize, cost: usize) -> usize {
+    if threads <= 1 || cost < PARALLEL_MIN_COST {
+        return 1; // without reading the atomics: most calls are small
+    }
     let now = threads_without_waking(threads, cost);
-    if now <= 1 && threads > 1 && cost >= PARALLEL_MIN_COST {
+    if now <= 1 {
         let work_ns = (cost as u64).saturating_mul(1000) / COST_PER_US;
         crate::threads::wake_for_the_next_calls(threads, work_ns);
     }

@@ -94,22 +94,22 @@ pub(crate) fn try_take_rows<'py>(
         return Ok(None);
     };
     let out_row = cast.map_or(row_bytes, |c| row_bytes / c.from().size() * c.to().size());
-    if table_items == 0
+    // The result's shape goes on the stack (a `SmallVec` built from the two
+    // slices cost a one-row call 100-150 instructions, by callgrind); a
+    // larger rank (NumPy allows 64) is left for the general path.
+    let rank = lead.len() + row_shape.len();
+    let Some(id_size) = plain_ids(ids) else {
+        return Ok(None);
+    };
+    if rank > MAX_RANK
+        || table_items == 0
         || count == 0
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
         || !table.is_c_contiguous()
-        || !plain_ids(ids)
         // Last: a call that does not split may wake a helper for the next.
         || threads_now(num_threads(), count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST))) > 1
     {
-        return Ok(None);
-    }
-    // The result's shape on the stack (a `SmallVec` built from the two
-    // slices cost a one-row call 100-150 instructions, by callgrind); a
-    // rank NumPy would refuse is left for the general path to refuse.
-    let rank = lead.len() + row_shape.len();
-    if rank > MAX_RANK {
         return Ok(None);
     }
     let mut axes = [0usize; MAX_RANK];
@@ -127,7 +127,6 @@ pub(crate) fn try_take_rows<'py>(
         row_bytes,
     };
     let py = data.py();
-    let id_size = ids.dtype().itemsize();
     let ids_span = (data_ptr(ids).cast_const(), n_ids * id_size);
     // A new array, or `out` itself (as `check_out` returns it).
     let bytes = count * out_row;
@@ -152,18 +151,23 @@ pub(crate) fn try_take_rows<'py>(
     Ok(taken.then(|| result.into_any()))
 }
 
-/// The most axes a NumPy array has (`NPY_MAXDIMS` of NumPy 2).
-const MAX_RANK: usize = 64;
+/// The most axes of a result the row path makes: its shape is zeroed on
+/// the stack every call (at NumPy 2's 64 axes, a `memset` of 512 bytes,
+/// about 50 instructions of a one-row call's 2,100, by callgrind).
+const MAX_RANK: usize = 8;
 
-/// Whether `ids` is a native, aligned, C-contiguous `int32` or `int64` array:
-/// readable as a Rust slice of its type.
-fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> bool {
+/// The size of an element of `ids` (4 or 8) if it is a native, aligned,
+/// C-contiguous `int32` or `int64` array, readable as a Rust slice of its
+/// type; else `None`.
+fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> Option<usize> {
     let dtype = ids.dtype();
-    ids.is_c_contiguous()
+    let size = dtype.itemsize();
+    (ids.is_c_contiguous()
         && ids.is_aligned()
         && dtype.kind() == b'i'
-        && matches!(dtype.itemsize(), 4 | 8)
-        && dtype.is_native_byteorder() != Some(false)
+        && matches!(size, 4 | 8)
+        && dtype.is_native_byteorder() != Some(false))
+    .then_some(size)
 }
 
 /// The rows of `table`, by ids of type `I` (tuples of `table.dims.len()`),
