@@ -394,7 +394,7 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     macro_rules! fixed {
         ($($w:literal)*) => {
             match plan.slice {
-                // `plan.stream` is only set for contiguous slices of 256 B+.
+                // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     // SAFETY: forwarded from the caller.
                     unsafe { copy_var::<true, ZERO>(src, offsets, count, dst, bytes, ahead) }

@@ -270,38 +270,42 @@ fn unsigned_indices_above_i64_max_are_out_of_range() {
 #[test]
 fn huge_outputs_streamed_past_the_cache_are_exact() {
     // Past the machine's streaming threshold (20 MB of 1000-byte rows on
-    // the AMD kind): non-temporal stores at every alignment.
-    let (rows, width) = (1024usize, 1000usize);
-    let n = crate::machine::tuning().stream_min_out_bytes / width + 4000;
-    let data: Vec<u8> = (0..rows * width).map(|i| (i * 31 % 251) as u8).collect();
-    let mut rng = Rng(11);
-    let picks: Vec<usize> = (0..n).map(|_| rng.below(rows)).collect();
-    let idx: Vec<u8> = picks
-        .iter()
-        .flat_map(|&p| (p as u16).to_ne_bytes())
-        .collect();
-    let d = ArrayView {
-        bytes: &data,
-        offset: 0,
-        shape: &[rows, width],
-        strides: &[width as isize, 1],
-        itemsize: 1,
-    };
-    let i = ArrayView {
-        bytes: &idx,
-        offset: 0,
-        shape: &[n],
-        strides: &[2],
-        itemsize: 2,
-    };
-    let plan = plan_gather(d, i, IndexType::U16, 0, 0).unwrap();
-    assert!(plan.stream);
-    for threads in [1, 2] {
-        let mut out = vec![0u8; plan.out_bytes()];
-        plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
-            .unwrap();
-        for (row, &p) in out.chunks_exact(width).zip(&picks) {
-            assert_eq!(row, &data[p * width..(p + 1) * width]);
+    // the AMD kind), and of the narrowest slice it streams: non-temporal
+    // stores at every alignment.
+    let narrowest = crate::machine::tuning().stream_min_slice_bytes;
+    for width in [narrowest, narrowest + 8, 1000] {
+        let rows = 1024usize;
+        let n = crate::machine::tuning().stream_min_out_bytes / width + 4000;
+        let data: Vec<u8> = (0..rows * width).map(|i| (i * 31 % 251) as u8).collect();
+        let mut rng = Rng(11);
+        let picks: Vec<usize> = (0..n).map(|_| rng.below(rows)).collect();
+        let idx: Vec<u8> = picks
+            .iter()
+            .flat_map(|&p| (p as u16).to_ne_bytes())
+            .collect();
+        let d = ArrayView {
+            bytes: &data,
+            offset: 0,
+            shape: &[rows, width],
+            strides: &[width as isize, 1],
+            itemsize: 1,
+        };
+        let i = ArrayView {
+            bytes: &idx,
+            offset: 0,
+            shape: &[n],
+            strides: &[2],
+            itemsize: 2,
+        };
+        let plan = plan_gather(d, i, IndexType::U16, 0, 0).unwrap();
+        assert!(plan.stream, "{width}");
+        for threads in [1, 2] {
+            let mut out = vec![0u8; plan.out_bytes()];
+            plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
+                .unwrap();
+            for (row, &p) in out.chunks_exact(width).zip(&picks) {
+                assert_eq!(row, &data[p * width..(p + 1) * width]);
+            }
         }
     }
 }

@@ -1,10 +1,10 @@
 //! The memory system of the running machine, as it reports it (cache sizes
-//! from sysfs), and the thresholds of the copy paths derived from it: the
-//! model of docs/architecture.md ("Constants from the machine"). Read once
-//! (at import, in the bindings, so that no fork finds it half read); a
-//! machine that reports nothing gets the caches of the kind the constants
-//! were first tuned on (AMD EPYC Zen 4 VM: 1 MiB L2, 32 MiB L3), so it
-//! behaves as every earlier build did.
+//! from sysfs, the maker from cpuid), and the thresholds of the copy paths
+//! derived from it: the model of docs/architecture.md ("Constants from the
+//! machine"). Read once (at import, in the bindings, so that no fork finds
+//! it half read); a machine that reports nothing gets the caches of the kind
+//! the constants were first tuned on (AMD EPYC Zen 4 VM: 1 MiB L2, 32 MiB
+//! L3), so it behaves as every earlier build did.
 
 use std::sync::OnceLock;
 
@@ -22,6 +22,17 @@ pub(crate) const TUNED_ON: Caches = Caches {
     last: 32 << 20,
 };
 
+/// Who made the CPU (cpuid leaf 0): the one fact of the model that is not a
+/// size. Intel's cores and AMD's handle streaming stores of short slices
+/// oppositely (see [`Tuning::stream_min_slice_bytes`]), as glibc's `memcpy`
+/// also sets its non-temporal threshold per maker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Maker {
+    Intel,
+    /// AMD, and any other: the kind the constants were first tuned on.
+    Other,
+}
+
 /// The thresholds of the copy paths that depend on the caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Tuning {
@@ -33,6 +44,14 @@ pub(crate) struct Tuning {
     /// next. (Half the last level was tried: on the Intel VM's 260 MiB, 32
     /// and 64 MiB outputs took 1.5x and 2.5x the time with plain stores.)
     pub(crate) stream_min_out_bytes: usize,
+    /// Contiguous slices from this width on are streamed in such an output
+    /// (shorter ones always go through the cache). A slice of a whole line
+    /// (64 bytes) fills a line's write-combining buffer by itself; on Intel
+    /// cores that pays (Intel Xeon model 207 VM: 64-byte rows of a 61 MiB
+    /// output 0.92x the time, `out=` into NumPy's buffer 0.68x), on the AMD
+    /// kind it cost 1.25-1.4x up to 128 bytes and was even at 256, so there
+    /// only slices of four lines are streamed (docs/performance.md).
+    pub(crate) stream_min_slice_bytes: usize,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth
     /// prefetching far ahead (`hints::Ahead`).
@@ -48,11 +67,15 @@ impl Tuning {
     /// bounded so that a machine reporting odd sizes still gets workable
     /// ones (L2 taken in 256 KiB to 64 MiB, the last level in 2 MiB to
     /// 4 GiB and at least the L2).
-    pub(crate) fn for_caches(c: Caches) -> Tuning {
+    pub(crate) fn for_machine(c: Caches, maker: Maker) -> Tuning {
         let l2 = c.l2.clamp(256 << 10, 64 << 20);
         let last = c.last.clamp(2 << 20, 4 << 30).max(l2);
         Tuning {
             stream_min_out_bytes: l2.saturating_mul(16),
+            stream_min_slice_bytes: match maker {
+                Maker::Intel => LINE,
+                Maker::Other => 4 * LINE,
+            },
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -63,7 +86,27 @@ impl Tuning {
 #[inline]
 pub(crate) fn tuning() -> &'static Tuning {
     static TUNING: OnceLock<Tuning> = OnceLock::new();
-    TUNING.get_or_init(|| Tuning::for_caches(caches().unwrap_or(TUNED_ON)))
+    TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
+}
+
+/// A cache line, on every x86-64 core (and the unit of the widths above).
+const LINE: usize = 64;
+
+/// The CPU's maker, from cpuid's vendor string ("GenuineIntel").
+fn maker() -> Maker {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: cpuid leaf 0 exists on every x86-64 CPU. (The intrinsic is
+        // safe from Rust 1.87; the crate builds from 1.85.)
+        #[allow(unused_unsafe)]
+        let id = unsafe { std::arch::x86_64::__cpuid(0) };
+        // The vendor string is in ebx, edx, ecx, in that order.
+        let intel = [id.ebx, id.edx, id.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e];
+        if intel {
+            return Maker::Intel;
+        }
+    }
+    Maker::Other
 }
 
 /// The first CPU's L2 and last-level cache sizes, from
@@ -110,14 +153,33 @@ fn parse_size(text: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{caches, parse_size, tuning, Caches, Tuning, TUNED_ON};
+    use super::{caches, maker, parse_size, tuning, Caches, Maker, Tuning, TUNED_ON};
 
     #[test]
     fn the_kind_first_tuned_on_gets_the_constants_it_was_tuned_with() {
-        let t = Tuning::for_caches(TUNED_ON);
+        let t = Tuning::for_machine(TUNED_ON, Maker::Other);
         assert_eq!(t.stream_min_out_bytes, 16 << 20);
+        assert_eq!(t.stream_min_slice_bytes, 256);
         assert_eq!(t.far_min_data_bytes, 64 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 4 << 20);
+    }
+
+    #[test]
+    fn intel_cores_stream_slices_of_a_line() {
+        let t = Tuning::for_machine(TUNED_ON, Maker::Intel);
+        assert_eq!(t.stream_min_slice_bytes, 64);
+        // Nothing else depends on the maker.
+        let other = Tuning::for_machine(TUNED_ON, Maker::Other);
+        assert_eq!(
+            Tuning {
+                stream_min_slice_bytes: 0,
+                ..t
+            },
+            Tuning {
+                stream_min_slice_bytes: 0,
+                ..other
+            }
+        );
     }
 
     #[test]
@@ -129,8 +191,11 @@ mod tests {
             (0, 0),                // a machine reporting nothing usable
             (usize::MAX, usize::MAX),
         ];
-        for (l2, last) in kinds {
-            let t = Tuning::for_caches(Caches { l2, last });
+        for ((l2, last), maker) in kinds
+            .into_iter()
+            .zip([Maker::Intel, Maker::Other].repeat(3))
+        {
+            let t = Tuning::for_machine(Caches { l2, last }, maker);
             assert!(
                 (1 << 20..=2 << 30).contains(&t.stream_min_out_bytes),
                 "{t:?}"
@@ -140,11 +205,15 @@ mod tests {
                 "{t:?}"
             );
             assert!(t.prefetch_min_data_bytes <= t.far_min_data_bytes, "{t:?}");
+            assert!((64..=256).contains(&t.stream_min_slice_bytes), "{t:?}");
         }
-        let intel = Tuning::for_caches(Caches {
-            l2: 2 << 20,
-            last: 260 << 20,
-        });
+        let intel = Tuning::for_machine(
+            Caches {
+                l2: 2 << 20,
+                last: 260 << 20,
+            },
+            Maker::Intel,
+        );
         assert_eq!(intel.stream_min_out_bytes, 32 << 20);
         assert_eq!(intel.far_min_data_bytes, 520 << 20);
         assert_eq!(intel.prefetch_min_data_bytes, 8 << 20);
@@ -166,9 +235,9 @@ mod tests {
         match caches() {
             Some(c) => {
                 assert!(c.l2 > 0 && c.last >= c.l2, "{c:?}");
-                assert_eq!(t, Tuning::for_caches(c));
+                assert_eq!(t, Tuning::for_machine(c, maker()));
             }
-            None => assert_eq!(t, Tuning::for_caches(TUNED_ON)),
+            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker())),
         }
     }
 }

@@ -102,15 +102,13 @@ pub struct Plan<'a> {
     pub(crate) cast: Option<Cast>,
 }
 
-/// Contiguous slices shorter than this are written with ordinary stores
-/// even into a huge output: a short row's non-temporal stores fill no
-/// whole line at once.
-const STREAM_MIN_SLICE_BYTES: usize = 256;
-
-/// Whether a plan writes its output with non-temporal stores.
+/// Whether a plan writes its output with non-temporal stores: a huge
+/// output of contiguous slices of a width the machine streams (`machine`;
+/// a short row's non-temporal stores fill no whole line at once).
 pub(crate) fn streams(slice: &SliceLayout, out_bytes: usize) -> bool {
-    matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= STREAM_MIN_SLICE_BYTES)
-        && out_bytes >= tuning().stream_min_out_bytes
+    let t = tuning();
+    matches!(slice, SliceLayout::Contiguous { bytes } if *bytes >= t.stream_min_slice_bytes)
+        && out_bytes >= t.stream_min_out_bytes
 }
 
 /// Whether a copy from `data` of `data_bytes` prefetches its rows: beyond

@@ -7,12 +7,12 @@ use crate::test_support::view;
 #[test]
 fn only_long_contiguous_slices_of_huge_outputs_stream() {
     let contiguous = |bytes| SliceLayout::Contiguous { bytes };
-    assert!(streams(&contiguous(256), tuning().stream_min_out_bytes));
-    assert!(!streams(&contiguous(64), 1 << 30));
-    assert!(!streams(
-        &contiguous(4096),
-        tuning().stream_min_out_bytes - 1
-    ));
+    let t = tuning();
+    assert!(streams(&contiguous(256), t.stream_min_out_bytes));
+    assert!(streams(&contiguous(t.stream_min_slice_bytes), 1 << 30));
+    assert!(!streams(&contiguous(t.stream_min_slice_bytes - 1), 1 << 30));
+    assert!(!streams(&contiguous(63), 1 << 30));
+    assert!(!streams(&contiguous(4096), t.stream_min_out_bytes - 1));
     let strided = SliceLayout::Strided {
         run: 4096,
         outer: smallvec::smallvec![(4, 8192)],
