@@ -16,7 +16,14 @@ pub(crate) const PREFETCH_MAX: usize = 1024;
 /// Cache lines a long call (see [`Ahead`]) keeps requested ahead of the row
 /// it copies: random rows of a large array are latency-bound, and more
 /// lines in flight hide more of the latency, up to what the core tracks.
-pub(crate) const PREFETCH_LINES: usize = 128;
+/// At most [`PREFETCH_MAX_ROWS`] rows ahead.
+pub(crate) const PREFETCH_LINES: usize = 256;
+
+/// Rows a long call requests ahead at most: past that, the requests for
+/// slices of one line (elements, 64-byte rows) outrun what the core tracks
+/// (2M points took 1.05-1.1x the time 256 rows ahead than 128 on the Intel
+/// VM; docs/performance.md).
+pub(crate) const PREFETCH_MAX_ROWS: usize = 128;
 
 /// Lines in flight for short calls, requested into L1: a short call gains
 /// nothing from the long distance and pays for the extra hints.
@@ -72,7 +79,7 @@ impl Ahead {
             } else {
                 w / LINE + 2
             };
-            PREFETCH_LINES / lines
+            (PREFETCH_LINES / lines).min(PREFETCH_MAX_ROWS)
         } else {
             NEAR_PREFETCH_LINES / (w / LINE + 1)
         };
