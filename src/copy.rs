@@ -77,6 +77,81 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
     );
 }
 
+/// Streams `W`-byte slices (a multiple of 16) into a 16-byte aligned `dst`:
+/// `W / 16` loads and non-temporal stores a row, none of
+/// [`stream_copy`]'s tests of the alignment and the length. Prefetches as
+/// [`copy_var`] does (near or far, whether or not `data` is beyond the
+/// caches).
+///
+/// # Safety
+/// As for [`copy_rows`] with `width = W`; `dst` 16-byte aligned.
+#[inline(always)]
+unsafe fn stream_fixed<const W: usize, const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    ahead: Ahead,
+) {
+    debug_assert!(W % 16 == 0 && dst.addr() % 16 == 0);
+    if ahead.far {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            FAR,
+            ZERO,
+            stream_lines::<W>
+        );
+    } else {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            NEAR,
+            ZERO,
+            stream_lines::<W>
+        );
+    }
+}
+
+/// One slice of [`stream_fixed`] (called as `ptr::copy_nonoverlapping` is;
+/// `len` is `W`).
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 16-byte aligned.
+#[inline(always)]
+unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
+    debug_assert!(len == W);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let mut at = 0;
+        while at < W {
+            // SAFETY: `at + 16 <= W` (W a multiple of 16): inside both
+            // slices; `dst + at` is 16-byte aligned, as the store needs.
+            unsafe {
+                let v = _mm_loadu_si128(src.add(at).cast::<__m128i>());
+                _mm_stream_si128(dst.add(at).cast::<__m128i>(), v);
+            }
+            at += 16;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, len)
+    }
+}
+
 /// Rows up to this width are copied with two overlapping moves rather than
 /// a call to `memcpy`.
 const SMALL_ROW: usize = 64;
@@ -396,8 +471,18 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
             match plan.slice {
                 // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
-                    // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<true, ZERO>(src, offsets, count, dst, bytes, ahead) }
+                    // SAFETY: (every arm) forwarded from the caller; the
+                    // fixed ones have `dst` 16-byte aligned, as every row
+                    // then is (their widths are multiples of 16).
+                    unsafe {
+                        match bytes {
+                            64 if dst.addr() % 16 == 0 => stream_fixed::<64, ZERO>(src, offsets, count, dst, ahead),
+                            128 if dst.addr() % 16 == 0 => stream_fixed::<128, ZERO>(src, offsets, count, dst, ahead),
+                            256 if dst.addr() % 16 == 0 => stream_fixed::<256, ZERO>(src, offsets, count, dst, ahead),
+                            512 if dst.addr() % 16 == 0 => stream_fixed::<512, ZERO>(src, offsets, count, dst, ahead),
+                            _ => copy_var::<true, ZERO>(src, offsets, count, dst, bytes, ahead),
+                        }
+                    }
                 }
                 $(SliceLayout::Contiguous { bytes: $w } => {
                     // SAFETY: forwarded from the caller.

@@ -65,6 +65,49 @@ fn small_rows_of_every_width_with_zero_fill() {
 }
 
 #[test]
+fn streamed_rows_of_the_fixed_widths_with_zero_fill() {
+    fn rows<const W: usize>() {
+        let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
+        let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
+        for far in [false, true] {
+            // 16 bytes past a line: aligned as the stores need, no more.
+            let mut raw = vec![0xEEu8; offsets.len() * W + 96];
+            let start = raw.as_ptr().align_offset(64) + 16;
+            let dst = &mut raw[start..start + offsets.len() * W + 1];
+            // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst`
+            // holds offsets.len() rows of W bytes (and one spare) from a
+            // 16-byte aligned address.
+            unsafe {
+                stream_fixed::<W, true>(
+                    src.as_ptr(),
+                    &offsets,
+                    offsets.len(),
+                    dst.as_mut_ptr(),
+                    Ahead {
+                        rows: 2,
+                        far,
+                        tail: true,
+                    },
+                )
+            };
+            fence();
+            for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
+                if off == ZERO_FILL {
+                    assert!(row.iter().all(|&b| b == 0));
+                } else {
+                    assert_eq!(row, &src[off as usize..off as usize + W]);
+                }
+            }
+            assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
+        }
+    }
+    rows::<64>();
+    rows::<128>();
+    rows::<256>();
+    rows::<512>();
+}
+
+#[test]
 fn streamed_copies_of_every_length_and_alignment() {
     let src: Vec<u8> = (0..300u32).map(|v| (v * 7 % 251) as u8).collect();
     for offset in 0..17 {
