@@ -77,54 +77,10 @@ unsafe fn copy_fixed<const W: usize, const PF: u8, const ZERO: bool>(
     );
 }
 
-/// Streams `W`-byte slices (a multiple of 16) into a 16-byte aligned `dst`:
-/// `W / 16` loads and non-temporal stores a row, none of
-/// [`stream_copy`]'s tests of the alignment and the length. Prefetches as
-/// [`copy_var`] does (near or far, whether or not `data` is beyond the
-/// caches).
-///
-/// # Safety
-/// As for [`copy_rows`] with `width = W`; `dst` 16-byte aligned.
-#[inline(always)]
-unsafe fn stream_fixed<const W: usize, const ZERO: bool>(
-    src: *const u8,
-    offsets: &[isize],
-    count: usize,
-    dst: *mut u8,
-    ahead: Ahead,
-) {
-    debug_assert!(W % 16 == 0 && dst.addr() % 16 == 0);
-    if ahead.far {
-        copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            W,
-            ahead.rows,
-            ahead.tail,
-            FAR,
-            ZERO,
-            stream_lines::<W>
-        );
-    } else {
-        copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            W,
-            ahead.rows,
-            ahead.tail,
-            NEAR,
-            ZERO,
-            stream_lines::<W>
-        );
-    }
-}
-
-/// One slice of [`stream_fixed`] (called as `ptr::copy_nonoverlapping` is;
-/// `len` is `W`).
+/// A streamed slice of `W` bytes (a multiple of 16) into a 16-byte aligned
+/// `dst`: `W / 16` loads and non-temporal stores, none of [`stream_copy`]'s
+/// tests of the alignment and the length (called as
+/// `ptr::copy_nonoverlapping` is; `len` is `W`).
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 16-byte aligned.
@@ -346,13 +302,15 @@ unsafe fn copy_small_rows<const ZERO: bool>(
     by_width!(V32 => 32, V16 => 16, u64 => 8, u32 => 4, u16 => 2, u8 => 1,);
 }
 
-/// Copies slices of a width known only at run time, with non-temporal
-/// stores if `STREAM`. Prefetches whether or not `data` is beyond the
-/// caches.
+/// Copies slices of a width known only at run time (`W` = 0), or of `W`
+/// bytes streamed into a 16-byte aligned `dst` (a multiple of 16), with
+/// non-temporal stores if `STREAM`. Prefetches whether or not `data` is
+/// beyond the caches.
 ///
 /// # Safety
-/// As for [`copy_rows`].
-unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
+/// As for [`copy_rows`]; with `W` != 0, `STREAM`, `width == W` and `dst`
+/// 16-byte aligned.
+unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
     src: *const u8,
     offsets: &[isize],
     count: usize,
@@ -360,6 +318,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
     width: usize,
     ahead: Ahead,
 ) {
+    debug_assert!(W == 0 || (STREAM && W == width && dst.addr() % 16 == 0));
     let rows = ahead.rows;
     if ahead.far {
         copy_rows!(
@@ -372,7 +331,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             ahead.tail,
             FAR,
             ZERO,
-            move_run::<STREAM>
+            move_run::<STREAM, W>
         );
     } else {
         copy_rows!(
@@ -385,20 +344,24 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool>(
             ahead.tail,
             NEAR,
             ZERO,
-            move_run::<STREAM>
+            move_run::<STREAM, W>
         );
     }
 }
 
-/// One slice of [`copy_var`], streamed if `STREAM`.
+/// One slice of [`copy_var`], streamed if `STREAM` (by [`stream_lines`]
+/// when `W` != 0).
 ///
 /// # Safety
-/// As for `ptr::copy_nonoverlapping(src, dst, len)`.
+/// As for `ptr::copy_nonoverlapping(src, dst, len)`; as [`copy_var`] says
+/// with `W` != 0.
 #[inline(always)]
-unsafe fn move_run<const STREAM: bool>(src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: forwarded from the caller.
     unsafe {
-        if STREAM {
+        if STREAM && W != 0 {
+            stream_lines::<W>(src, dst, len);
+        } else if STREAM {
             stream_copy(src, dst, len);
         } else {
             ptr::copy_nonoverlapping(src, dst, len);
@@ -476,11 +439,11 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                     // then is (their widths are multiples of 16).
                     unsafe {
                         match bytes {
-                            64 if dst.addr() % 16 == 0 => stream_fixed::<64, ZERO>(src, offsets, count, dst, ahead),
-                            128 if dst.addr() % 16 == 0 => stream_fixed::<128, ZERO>(src, offsets, count, dst, ahead),
-                            256 if dst.addr() % 16 == 0 => stream_fixed::<256, ZERO>(src, offsets, count, dst, ahead),
-                            512 if dst.addr() % 16 == 0 => stream_fixed::<512, ZERO>(src, offsets, count, dst, ahead),
-                            _ => copy_var::<true, ZERO>(src, offsets, count, dst, bytes, ahead),
+                            64 if dst.addr() % 16 == 0 => copy_var::<true, ZERO, 64>(src, offsets, count, dst, 64, ahead),
+                            128 if dst.addr() % 16 == 0 => copy_var::<true, ZERO, 128>(src, offsets, count, dst, 128, ahead),
+                            256 if dst.addr() % 16 == 0 => copy_var::<true, ZERO, 256>(src, offsets, count, dst, 256, ahead),
+                            512 if dst.addr() % 16 == 0 => copy_var::<true, ZERO, 512>(src, offsets, count, dst, 512, ahead),
+                            _ => copy_var::<true, ZERO, 0>(src, offsets, count, dst, bytes, ahead),
                         }
                     }
                 }
@@ -500,7 +463,7 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                 }
                 SliceLayout::Contiguous { bytes } => {
                     // SAFETY: forwarded from the caller.
-                    unsafe { copy_var::<false, ZERO>(src, offsets, count, dst, bytes, ahead) }
+                    unsafe { copy_var::<false, ZERO, 0>(src, offsets, count, dst, bytes, ahead) }
                 }
                 SliceLayout::Strided { run, ref outer } => {
                     // SAFETY: forwarded from the caller.

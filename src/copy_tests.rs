@@ -78,11 +78,12 @@ fn streamed_rows_of_the_fixed_widths_with_zero_fill() {
             // holds offsets.len() rows of W bytes (and one spare) from a
             // 16-byte aligned address.
             unsafe {
-                stream_fixed::<W, true>(
+                copy_var::<true, true, W>(
                     src.as_ptr(),
                     &offsets,
                     offsets.len(),
                     dst.as_mut_ptr(),
+                    W,
                     Ahead {
                         rows: 2,
                         far,
