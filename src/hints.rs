@@ -5,9 +5,8 @@
 //! with their paths; the hints themselves are issued only here.
 
 use crate::machine::tuning;
-
-/// The cache line of every x86-64 core: hints are one a line.
-pub(crate) const LINE: usize = 64;
+/// The cache line of every x86-64 core (`machine`'s): hints are one a line.
+pub(crate) use crate::machine::LINE;
 
 /// At most this many bytes of a slice are prefetched: longer slices are
 /// streamed well by the hardware prefetcher once started.

@@ -89,8 +89,9 @@ pub(crate) fn tuning() -> &'static Tuning {
     TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
 }
 
-/// A cache line, on every x86-64 core (and the unit of the widths above).
-const LINE: usize = 64;
+/// A cache line, on every x86-64 core: the unit of the widths above, and
+/// of every hint (`hints` uses this one).
+pub(crate) const LINE: usize = 64;
 
 /// The CPU's maker, from cpuid's vendor string ("GenuineIntel").
 fn maker() -> Maker {
