@@ -113,7 +113,7 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 const SMALL_ROW: usize = 64;
 
 /// The row path (`rows`) copies rows up to this width (and over
-/// [`SMALL_ROW`]) by [`copy_medium`]'s inline 32-byte moves rather than a
+/// [`SMALL_ROW`]) by [`copy_medium_rows`]' inline 32-byte moves rather than a
 /// call to `memcpy`: on the Intel kind, 256 cached rows of 140 to 384 bytes
 /// took 0.75-0.85x the time; from 700 bytes the two were even. The general
 /// kernel's loop, with its prefetches, took 1.3-1.4x the time with them on
@@ -223,26 +223,72 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
     }
 }
 
-/// Copies `width` bytes, `SMALL_ROW < width <= MEDIUM_ROW`, as 32-byte
-/// pieces from the start and one more ending at the last byte (overlapping
-/// the one before): inline moves instead of `memcpy`'s call and dispatch.
+/// The rows at `offsets` in `table`, each `width` bytes, `SMALL_ROW <
+/// width <= MEDIUM_ROW`, into consecutive rows of `out`: a row as 32-byte
+/// pieces from its start and one more ending at its last byte (overlapping
+/// the one before), inline moves instead of `memcpy`'s call and dispatch.
+/// The count of pieces is a constant, chosen once for all the rows, so
+/// that a row is a straight line of moves: the loop with the count known
+/// only at run time took 65 instructions a 140-byte row (callgrind,
+/// `ov_gnd8_xml2`), against 31. On a CPU with AVX a piece is one move, not
+/// two (`ov_gnd8_xml2` 1.62 -> 1.43 us on the Intel kind,
+/// docs/performance.md).
+///
+/// # Panics
+/// If an offset's row is not inside `table` (the caller checked them all),
+/// or `width` is out of its range.
+pub(crate) fn copy_medium_rows(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: this CPU has AVX (checked just now).
+        return unsafe { copy_medium_rows_avx(table, offsets, width, out) };
+    }
+    medium_rows_by_pieces(table, offsets, width, out);
+}
+
+/// [`copy_medium_rows`] compiled for AVX: each 32-byte piece one move.
 ///
 /// # Safety
-/// As for `ptr::copy_nonoverlapping(src, dst, width)`.
+/// Only on a CPU with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[link_section = "ndgather_dispatched"]
+unsafe fn copy_medium_rows_avx(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+    medium_rows_by_pieces(table, offsets, width, out);
+}
+
+/// [`copy_medium_rows`]' body, inlined into each of its two compilations.
 #[inline(always)]
-pub(crate) unsafe fn copy_medium(src: *const u8, dst: *mut u8, width: usize) {
-    debug_assert!(width > 32);
-    let mut at = 0;
-    // SAFETY: every piece lies inside the `width` bytes of `src` and `dst`:
-    // `at + 32 < width` in the loop, and the last one starts at `width - 32`
-    // (32 < width).
-    unsafe {
-        while at + 32 < width {
-            V32::two_moves(src.add(at), dst.add(at), 32);
-            at += 32;
+fn medium_rows_by_pieces(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+    #[inline(always)]
+    fn rows<const PIECES: usize>(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+        assert!(32 * (PIECES - 1) < width && width <= 32 * PIECES);
+        for (dst, &from) in out.chunks_exact_mut(width).zip(offsets) {
+            let src = &table[from..from + width];
+            // SAFETY: `src` and `dst` are distinct slices of `width` bytes
+            // (`chunks_exact_mut`); the first `PIECES - 1` pieces end at
+            // `32 * (PIECES - 1) < width` and the last one starts at
+            // `width - 32 > 0`, so every move stays inside both.
+            unsafe {
+                let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+                for k in 0..PIECES - 1 {
+                    V32::two_moves(s.add(32 * k), d.add(32 * k), 32);
+                }
+                V32::two_moves(s.add(width - 32), d.add(width - 32), 32);
+            }
         }
-        V32::two_moves(src.add(width - 32), dst.add(width - 32), 32);
     }
+    macro_rules! by_pieces {
+        ($($p:literal)*) => {
+            match width.div_ceil(32) {
+                $($p => rows::<$p>(table, offsets, width, out),)*
+                _ => panic!("copy_medium_rows: width {width} outside 65..=MEDIUM_ROW"),
+            }
+        };
+    }
+    // The arms cover SMALL_ROW < width <= MEDIUM_ROW.
+    const _: () = assert!(SMALL_ROW == 2 * 32 && MEDIUM_ROW == 16 * 32);
+    by_pieces!(3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 }
 
 /// Copies slices of a run-time `width <= SMALL_ROW` (a width with no fixed

@@ -16,16 +16,25 @@ fn small_copies_of_every_width() {
 }
 
 #[test]
-fn medium_copies_of_every_width() {
-    let src: Vec<u8> = (0..MEDIUM_ROW).map(|i| (i % 251 + 1) as u8).collect();
+fn medium_rows_of_every_width() {
+    let table: Vec<u8> = (0..4 * MEDIUM_ROW).map(|i| (i % 251 + 1) as u8).collect();
     for width in SMALL_ROW + 1..=MEDIUM_ROW {
-        let mut dst = vec![0u8; MEDIUM_ROW + 2];
-        // SAFETY: width <= MEDIUM_ROW bytes inside both buffers, after the
-        // first byte of `dst`.
-        unsafe { copy_medium(src.as_ptr(), dst.as_mut_ptr().add(1), width) };
-        assert_eq!(&dst[1..1 + width], &src[..width], "{width}");
-        assert!(dst[1 + width..].iter().all(|&b| b == 0) && dst[0] == 0);
+        // Unaligned rows, one repeated, one ending at the table's last byte.
+        let offsets = [1, 3 * MEDIUM_ROW - 7, 1, 4 * MEDIUM_ROW - width];
+        let mut out = vec![0u8; offsets.len() * width];
+        copy_medium_rows(&table, &offsets, width, &mut out);
+        for (row, &from) in out.chunks_exact(width).zip(&offsets) {
+            assert_eq!(row, &table[from..from + width], "{width}");
+        }
     }
+}
+
+#[test]
+#[should_panic]
+fn medium_rows_check_their_offsets() {
+    let table = [0u8; 200];
+    let mut out = [0u8; 100];
+    copy_medium_rows(&table, &[101], 100, &mut out);
 }
 
 #[test]

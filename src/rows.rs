@@ -19,7 +19,7 @@
 use std::mem::MaybeUninit;
 
 use crate::convert::Cast;
-use crate::copy::{copy_medium, copy_small, MEDIUM_ROW};
+use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW};
 use crate::hints;
 use crate::offsets;
 use crate::plan::prefetches;
@@ -118,17 +118,14 @@ pub fn take_tuples_in<I: RowId>(
             // SAFETY: two distinct slices of the same length, at most 64.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
-        let medium = |src: &[u8], dst: &mut [u8]| {
-            debug_assert!(src.len() == dst.len() && (65..=MEDIUM_ROW).contains(&src.len()));
-            // SAFETY: two distinct slices of the same length, 65 to MEDIUM_ROW.
-            unsafe { copy_medium(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
-        };
         macro_rules! fixed {
             ($($w:literal)*) => {
                 match row_bytes {
                     $($w => take_rows_with(table, &rows, $w, $w, out, copy, run),)*
                     ..=64 => take_rows_with(table, &rows, row_bytes, row_bytes, out, small, run),
-                    ..=MEDIUM_ROW => take_rows_with(table, &rows, row_bytes, row_bytes, out, medium, run),
+                    ..=MEDIUM_ROW => take_rows_by(table, &rows, row_bytes, row_bytes, out, |table, offsets, out| {
+                        copy_medium_rows(table, offsets, row_bytes, out)
+                    }, run),
                     _ => take_rows_with(table, &rows, row_bytes, row_bytes, out, copy, run),
                 }
             };
@@ -337,17 +334,33 @@ fn take_rows_with<I: RowId>(
     copy: impl Fn(&[u8], &mut [u8]) + Sync,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
+    let copy_all = |table: &[u8], offsets: &[usize], out: &mut [u8]| {
+        for (dst, &from) in out.chunks_exact_mut(out_row).zip(offsets) {
+            copy(&table[from..from + row_bytes], dst);
+        }
+    };
+    take_rows_by(table, rows, row_bytes, out_row, out, copy_all, run)
+}
+
+/// [`take_rows_with`] with `copy_all` moving every row at once: given the
+/// table, the rows' byte offsets in it and `out` (`out_row` bytes a row).
+#[inline(always)]
+fn take_rows_by<I: RowId>(
+    table: &[u8],
+    rows: &Rows<'_, I>,
+    row_bytes: usize,
+    out_row: usize,
+    out: &mut [u8],
+    copy_all: impl Fn(&[u8], &[usize], &mut [u8]) + Sync,
+    run: impl FnOnce(&mut (dyn FnMut() + Send)),
+) -> Result<(), Declined> {
     if out_row == 0 || Some(out.len()) != rows.count.checked_mul(out_row) {
         return Err(Declined);
     }
     let mut offsets = Offsets::new();
     rows.offsets(table, row_bytes, &mut offsets)?;
     let offsets = offsets.as_slice();
-    run(&mut || {
-        for (dst, &from) in out.chunks_exact_mut(out_row).zip(offsets) {
-            copy(&table[from..from + row_bytes], dst);
-        }
-    });
+    run(&mut || copy_all(table, offsets, out));
     Ok(())
 }
 
