@@ -179,7 +179,7 @@ pub(crate) fn wake_for_the_next_calls(threads: usize, work_ns: u64) {
     if last_end == 0 || now.saturating_sub(last_end) > linger_ns {
         return;
     }
-    let Some(pool) = worker_pool(threads) else {
+    let Some(pool) = worker_pool(threads - 1) else {
         return;
     };
     let called = std::time::Instant::now();
@@ -234,7 +234,13 @@ pub(crate) fn cpus() -> usize {
 }
 
 /// The pool of `threads` workers, built or rebuilt on demand; `None` if no
-/// thread could be started.
+/// thread could be started. A split of `n` threads uses a pool of `n - 1`,
+/// its caller being the n-th: with a worker more, on two cores, the pool
+/// woke the second worker whenever the lingering one had not joined by the
+/// caller's first task, and both then lingered, three threads yielding to
+/// one another on two cores (a profile of `ov_gnd8_xml1`'s loop: the
+/// helpers did a third of the copying and spent most of their time
+/// switching; docs/performance.md).
 fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
     // A poisoned lock only means another call panicked while swapping the
     // pool; the Option inside is still whole.
@@ -369,7 +375,7 @@ impl<T> Disjoint<T> {
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
-    let Some(pool) = (helpers > 0).then(|| worker_pool(threads)).flatten() else {
+    let Some(pool) = (helpers > 0).then(|| worker_pool(threads - 1)).flatten() else {
         (0..n).for_each(task);
         return;
     };

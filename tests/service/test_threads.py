@@ -59,6 +59,28 @@ def test_default_threads_is_cpu_count() -> None:
     assert n in cpus, (n, cpus)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_split_of_n_threads_keeps_n_minus_1_workers(threads: int) -> None:
+    # The caller is a split's n-th thread. A pool of n workers woke its
+    # spare whenever the lingering one had not joined yet, and then both
+    # lingered: on two cores, three threads spinning.
+    code = textwrap.dedent(
+        f"""
+        import os, numpy as np, ndgather
+        ndgather.set_num_threads({threads})
+        for _ in range(50):
+            ndgather.gather(np.arange(10**6), np.arange(10**6)[::-1])
+        names = [open(f"/proc/self/task/{{t}}/comm").read().strip()
+                 for t in os.listdir("/proc/self/task")]
+        print(sum(n.removeprefix("ndgather-").isdigit() for n in names))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(threads - 1)
+
+
 def test_results_identical_for_1_and_2_threads() -> None:
     rng = np.random.default_rng(0)
     data = rng.standard_normal((2000, 300)).astype(np.float32)
