@@ -6,7 +6,7 @@
 
 use std::ptr;
 
-use crate::hints::{Ahead, FAR, NEAR, NONE};
+use crate::hints::{Ahead, FAR, LINE, NEAR, NONE};
 use crate::layout::{for_each_run, SliceLayout};
 use crate::offsets::{prefetch_row, ZERO_FILL};
 use crate::plan::Plan;
@@ -106,6 +106,87 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
     unsafe {
         ptr::copy_nonoverlapping(src, dst, len)
     }
+}
+
+/// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
+/// line-aligned `dst` by non-temporal stores of a whole line each (see
+/// `machine::Tuning::whole_line_streams`), prefetching as [`copy_var`].
+///
+/// # Safety
+/// As for [`copy_rows`] with `width = W`; `dst` 64-byte aligned; only on a
+/// CPU with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[link_section = "ndgather_dispatched"]
+unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    ahead: Ahead,
+) {
+    debug_assert!(W.is_multiple_of(LINE) && dst.addr().is_multiple_of(LINE));
+    if ahead.far {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            FAR,
+            ZERO,
+            stream_line_stores::<W>
+        );
+    } else {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            NEAR,
+            ZERO,
+            stream_line_stores::<W>
+        );
+    }
+}
+
+/// One slice of [`stream_whole_lines`]: `W / 64` loads and whole-line
+/// non-temporal stores (called as `ptr::copy_nonoverlapping` is; `len` is
+/// `W`).
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 64-byte aligned;
+/// only on a CPU with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[link_section = "ndgather_dispatched"]
+unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{_mm512_loadu_si512, _mm512_stream_si512};
+    debug_assert!(len == W);
+    let mut at = 0;
+    while at < W {
+        // SAFETY: `at + 64 <= W` (W a multiple of 64): inside both slices;
+        // `dst + at` is 64-byte aligned, as the store needs; the CPU has
+        // AVX-512F (caller).
+        unsafe { _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast())) };
+        at += LINE;
+    }
+}
+
+/// Whether streamed slices of whole lines go out one line a store here:
+/// the machine's rule, and the CPU has AVX-512F.
+fn whole_line_streams() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return crate::machine::tuning().whole_line_streams
+        && std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Rows up to this width are copied with two overlapping moves rather than
@@ -364,7 +445,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
     width: usize,
     ahead: Ahead,
 ) {
-    debug_assert!(W == 0 || (STREAM && W == width && dst.addr() % 16 == 0));
+    debug_assert!(W == 0 || (STREAM && W == width && dst.addr().is_multiple_of(16)));
     let rows = ahead.rows;
     if ahead.far {
         copy_rows!(
@@ -480,6 +561,21 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
             match plan.slice {
                 // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
+                    #[cfg(target_arch = "x86_64")]
+                    if dst.addr() % LINE == 0 && matches!(bytes, 64 | 128 | 256 | 512) && whole_line_streams() {
+                        // SAFETY: forwarded from the caller; `dst` is
+                        // line-aligned, and so is every row (its width a
+                        // multiple of a line); the CPU has AVX-512F.
+                        unsafe {
+                            match bytes {
+                                64 => stream_whole_lines::<ZERO, 64>(src, offsets, count, dst, ahead),
+                                128 => stream_whole_lines::<ZERO, 128>(src, offsets, count, dst, ahead),
+                                256 => stream_whole_lines::<ZERO, 256>(src, offsets, count, dst, ahead),
+                                _ => stream_whole_lines::<ZERO, 512>(src, offsets, count, dst, ahead),
+                            }
+                        }
+                        return;
+                    }
                     // SAFETY: (every arm) forwarded from the caller; the
                     // fixed ones have `dst` 16-byte aligned, as every row
                     // then is (their widths are multiples of 16).

@@ -118,6 +118,53 @@ fn streamed_rows_of_the_fixed_widths_with_zero_fill() {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
+fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
+        return;
+    }
+    fn rows<const W: usize>() {
+        let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
+        let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
+        for far in [false, true] {
+            let mut raw = vec![0xEEu8; offsets.len() * W + 128];
+            let start = raw.as_ptr().align_offset(64);
+            let dst = &mut raw[start..start + offsets.len() * W + 1];
+            // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst`
+            // holds offsets.len() rows of W bytes (and one spare) from a
+            // line-aligned address; the CPU has AVX-512F (checked above).
+            unsafe {
+                stream_whole_lines::<true, W>(
+                    src.as_ptr(),
+                    &offsets,
+                    offsets.len(),
+                    dst.as_mut_ptr(),
+                    Ahead {
+                        rows: 2,
+                        far,
+                        tail: true,
+                    },
+                )
+            };
+            fence();
+            for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
+                if off == ZERO_FILL {
+                    assert!(row.iter().all(|&b| b == 0));
+                } else {
+                    assert_eq!(row, &src[off as usize..off as usize + W]);
+                }
+            }
+            assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
+        }
+    }
+    rows::<64>();
+    rows::<128>();
+    rows::<256>();
+    rows::<512>();
+}
+
+#[test]
 fn streamed_copies_of_every_length_and_alignment() {
     let src: Vec<u8> = (0..300u32).map(|v| (v * 7 % 251) as u8).collect();
     for offset in 0..17 {

@@ -73,7 +73,7 @@ impl Ahead {
             // lies on whole lines in an aligned array (an element, a 64- or
             // 256-byte row); one of another width touches one more line than
             // its width needs (a 60-byte row almost always two).
-            let lines = if w % LINE == 0 || LINE % w == 0 {
+            let lines = if w.is_multiple_of(LINE) || LINE.is_multiple_of(w) {
                 w.div_ceil(LINE)
             } else {
                 w / LINE + 2

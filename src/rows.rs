@@ -178,7 +178,7 @@ impl<'a, I: RowId> Rows<'a, I> {
             return Err(Declined);
         }
         let count = ids.len() / k;
-        if ids.len() % k != 0 || count % batches != 0 {
+        if !ids.len().is_multiple_of(k) || !count.is_multiple_of(batches) {
             return Err(Declined);
         }
         if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > MAX_ROW_BYTES {

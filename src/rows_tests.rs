@@ -12,7 +12,7 @@ fn take_rows_in<I: RowId>(
     cast: Option<Cast>,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    if row_bytes == 0 || table.len() % row_bytes != 0 {
+    if row_bytes == 0 || !table.len().is_multiple_of(row_bytes) {
         return Err(Declined);
     }
     let table = RowTable {

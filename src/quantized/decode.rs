@@ -54,7 +54,7 @@ impl Decode for PackedCodes<'_> {
     #[inline(always)]
     fn fill_run<R: Real>(&self, e: usize, zp: i32, scale: f32, out: &mut [u8]) {
         let len = out.len() / R::WIDTH;
-        if self.bits != 4 || e % 2 != 0 || len % 2 != 0 {
+        if self.bits != 4 || !e.is_multiple_of(2) || !len.is_multiple_of(2) {
             for (j, o) in out.chunks_exact_mut(R::WIDTH).enumerate() {
                 R::store(o, 0, self.value(e + j, zp) * scale);
             }

@@ -68,7 +68,7 @@ impl Geometry {
                     return Err(invalid(format!("bits must be 2, 4 or 8, got {bits}")));
                 }
                 let per = (8 / bits) as usize;
-                if qa + 1 != rank || q.shape[rank - 1] % per != 0 {
+                if qa + 1 != rank || !q.shape[rank - 1].is_multiple_of(per) {
                     return Err(invalid(
                         "packed codes need the quantize axis last, a whole number of bytes long"
                             .into(),
