@@ -11,9 +11,10 @@ Cargo.toml's version, and:
   register, none of the SSE3+/BMI/POPCNT/LZCNT instructions below; `objdump` needed, else
   skipped with a note), outside the section `ndgather_dispatched`: the `dtype=` conversion
   loops compiled for AVX2/F16C (`src/convert.rs`), the row path's medium-row copy compiled
-  for AVX (`copy_medium_rows_avx`, `src/copy.rs`) and the whole-line streaming stores of
-  AVX-512F (`stream_whole_lines`, `src/copy.rs`), which run only where the CPU is checked to
-  have them; that section must hold code only from there (its instructions are counted and
+  for AVX (`copy_medium_rows_avx`, `src/copy.rs`), the whole-line streaming stores of
+  AVX-512F (`stream_whole_lines`, `src/copy.rs`) and the index resolution of AVX-512F/DQ
+  (`offsets_by_eight`, `src/offsets.rs`), which run only where the CPU is checked to have
+  them; that section must hold code only from there (its instructions are counted and
   printed);
 - METADATA and PKG-INFO carry the license expression and files, the supported Pythons'
   classifiers; both archives hold LICENSE-MIT and LICENSE-APACHE;

@@ -110,7 +110,7 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 
 /// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
 /// line-aligned `dst` by non-temporal stores of a whole line each (see
-/// `machine::Tuning::whole_line_streams`), prefetching as [`copy_var`].
+/// `machine::Tuning::wide_vectors`), prefetching as [`copy_var`].
 ///
 /// # Safety
 /// As for [`copy_rows`] with `width = W`; `dst` 64-byte aligned; only on a
@@ -177,16 +177,6 @@ unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: 
         unsafe { _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast())) };
         at += LINE;
     }
-}
-
-/// Whether streamed slices of whole lines go out one line a store here:
-/// the machine's rule, and the CPU has AVX-512F.
-fn whole_line_streams() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return crate::machine::tuning().whole_line_streams
-        && std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// Rows up to this width are copied with two overlapping moves rather than
@@ -562,10 +552,10 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                 // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     #[cfg(target_arch = "x86_64")]
-                    if dst.addr() % LINE == 0 && matches!(bytes, 64 | 128 | 256 | 512) && whole_line_streams() {
+                    if dst.addr() % LINE == 0 && matches!(bytes, 64 | 128 | 256 | 512) && crate::machine::wide_vectors() {
                         // SAFETY: forwarded from the caller; `dst` is
                         // line-aligned, and so is every row (its width a
-                        // multiple of a line); the CPU has AVX-512F.
+                        // multiple of a line); the CPU has AVX-512F (`wide_vectors`).
                         unsafe {
                             match bytes {
                                 64 => stream_whole_lines::<ZERO, 64>(src, offsets, count, dst, ahead),

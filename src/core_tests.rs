@@ -517,3 +517,84 @@ fn huge_strides_of_an_empty_data_do_not_overflow() {
         Err(GatherError::IndexOutOfRange(_))
     ));
 }
+
+/// Gathers whose indices are resolved eight at a time where the CPU allows
+/// (`offsets::wide_offsets`: one `i64` or `i32` index a row, read in order),
+/// against a naive loop: negatives from the end or not, a bad index at
+/// every position of its eight and in the scalar tail, every mode.
+#[test]
+fn indices_resolved_eight_at_a_time_are_exact() {
+    let (rows, width, n) = (50usize, 3usize, 203usize);
+    let data: Vec<u8> = (0..rows * width).map(|v| (v * 7 % 251) as u8).collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[rows, width],
+        strides: &[width as isize, 1],
+        itemsize: 1,
+    };
+    let mut rng = Rng(5);
+    let good: Vec<i64> = (0..n)
+        .map(|_| rng.below(2 * rows) as i64 - rows as i64)
+        .collect();
+    for bad_at in [None, Some(0), Some(7), Some(9), Some(130), Some(n - 1)] {
+        for bad in [rows as i64, -(rows as i64) - 1, i64::from(i32::MAX)] {
+            let mut ids = good.clone();
+            if let Some(p) = bad_at {
+                ids[p] = bad;
+            }
+            for wide in [true, false] {
+                let (ib, ty, size): (Vec<u8>, _, _) = if wide {
+                    (
+                        ids.iter().flat_map(|v| v.to_ne_bytes()).collect(),
+                        IndexType::I64,
+                        8,
+                    )
+                } else {
+                    let narrow = ids.iter().map(|&v| v as i32);
+                    (
+                        narrow.flat_map(|v| v.to_ne_bytes()).collect(),
+                        IndexType::I32,
+                        4,
+                    )
+                };
+                let i = ArrayView {
+                    bytes: &ib,
+                    offset: 0,
+                    shape: &[n],
+                    strides: &[size],
+                    itemsize: size as usize,
+                };
+                let plan = plan_gather(d, i, ty, 0, 0).unwrap();
+                for mode in [Mode::Raise, Mode::Zero] {
+                    let mut out = vec![0xEEu8; plan.out_bytes()];
+                    let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1);
+                    match (mode, bad_at) {
+                        (Mode::Raise, Some(p)) => match got {
+                            Err(GatherError::IndexOutOfRange(e)) => {
+                                assert_eq!(
+                                    (e.value, e.position.as_slice()),
+                                    (bad as i128, &[p][..])
+                                )
+                            }
+                            other => panic!("{other:?}"),
+                        },
+                        _ => {
+                            got.unwrap();
+                            for (k, (row, &v)) in out.chunks_exact(width).zip(&ids).enumerate() {
+                                let r = if v < 0 { v + rows as i64 } else { v };
+                                if (0..rows as i64).contains(&r) {
+                                    let r = r as usize;
+                                    assert_eq!(row, &data[r * width..(r + 1) * width], "{k}");
+                                } else {
+                                    assert_eq!(Some(k), bad_at);
+                                    assert!(row.iter().all(|&b| b == 0));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

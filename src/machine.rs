@@ -52,14 +52,17 @@ pub(crate) struct Tuning {
     /// kind it cost 1.25-1.4x up to 128 bytes and was even at 256, so there
     /// only slices of four lines are streamed (docs/performance.md).
     pub(crate) stream_min_slice_bytes: usize,
-    /// Streamed slices of whole lines (64 to 512 bytes) into a line-aligned
-    /// output go out one line a store (AVX-512, where the CPU has it)
-    /// rather than four 16-byte ones: a line's write-combining buffer is
-    /// then filled by one store. On Intel cores only (Intel Xeon model 207
-    /// VM: `gather_batch`, 64-byte rows streamed into a new array, 1.81-1.91
-    /// -> 1.67-1.69 ms; 32-byte stores changed nothing); AMD's cores split
-    /// a 512-bit store in two, and the AMD kind was not measured.
-    pub(crate) whole_line_streams: bool,
+    /// The loops compiled for AVX-512 run where the CPU has it (see
+    /// [`wide_vectors`]): on Intel cores only. Streamed slices of whole
+    /// lines (64 to 512 bytes) into a line-aligned output then go out one
+    /// line a store rather than four 16-byte ones, a line's write-combining
+    /// buffer filled by one store (`copy::stream_whole_lines`; Intel Xeon
+    /// model 207 VM: `gather_batch`, 64-byte rows streamed into a new array,
+    /// 1.84-2.03 -> 1.66-1.71 ms; 32-byte stores changed nothing), and a
+    /// Gather's indices are resolved eight at a time
+    /// (`offsets::wide_offsets`). AMD's cores split a 512-bit operation in
+    /// two, and the AMD kind was not measured: it keeps the baseline loops.
+    pub(crate) wide_vectors: bool,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth
     /// prefetching far ahead (`hints::Ahead`).
@@ -84,7 +87,7 @@ impl Tuning {
                 Maker::Intel => LINE,
                 Maker::Other => 4 * LINE,
             },
-            whole_line_streams: maker == Maker::Intel,
+            wide_vectors: maker == Maker::Intel,
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -96,6 +99,18 @@ impl Tuning {
 pub(crate) fn tuning() -> &'static Tuning {
     static TUNING: OnceLock<Tuning> = OnceLock::new();
     TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
+}
+
+/// Whether the loops compiled for AVX-512 (F and DQ) run here: the
+/// machine's rule ([`Tuning::wide_vectors`]) and the CPU has them.
+#[inline]
+pub(crate) fn wide_vectors() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return tuning().wide_vectors
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// A cache line, on every x86-64 core: the unit of the widths above, and
@@ -168,7 +183,7 @@ mod tests {
         let t = Tuning::for_machine(TUNED_ON, Maker::Other);
         assert_eq!(t.stream_min_out_bytes, 16 << 20);
         assert_eq!(t.stream_min_slice_bytes, 256);
-        assert!(!t.whole_line_streams);
+        assert!(!t.wide_vectors);
         assert_eq!(t.far_min_data_bytes, 64 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 4 << 20);
     }
@@ -177,12 +192,12 @@ mod tests {
     fn intel_cores_stream_slices_of_a_line() {
         let t = Tuning::for_machine(TUNED_ON, Maker::Intel);
         assert_eq!(t.stream_min_slice_bytes, 64);
-        assert!(t.whole_line_streams);
+        assert!(t.wide_vectors);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
             stream_min_slice_bytes: 0,
-            whole_line_streams: false,
+            wide_vectors: false,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));

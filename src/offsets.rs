@@ -64,7 +64,15 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
     let mut done = 0;
     while done < offsets.len() {
         let run = od.inner_left(&plan.rows).min(offsets.len() - done);
-        let slots = &mut offsets[done..done + run];
+        let mut slots = &mut offsets[done..done + run];
+        if !CLIP {
+            // SAFETY: forwarded; the run stays on existing rows.
+            let wide = unsafe { wide_offsets::<T>(plan, od, slots) };
+            od.skip_inner(&plan.rows, wide);
+            done += wide;
+            slots = &mut slots[wide..];
+        }
+        let run = slots.len();
         // SAFETY: forwarded; the run stays on existing rows.
         unsafe {
             match plan.tuple.as_slice() {
@@ -79,6 +87,129 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
         done += run;
     }
     Ok(())
+}
+
+/// The first offsets of a run along the innermost row axis eight at a time,
+/// where the CPU and the machine's rule allow (`machine::Tuning::wide_vectors`,
+/// AVX-512F and DQ): one `i64` or `i32` index a row, read one after the
+/// other, the data offset the same for every row of the run (a Gather's
+/// rows along its index axis). Stops before the first eight that hold an
+/// index outside its axis, for the scalar loop to report or zero-fill;
+/// returns how many slots it filled (a multiple of eight). The scalar loop
+/// spends about 14 instructions an index (`gather_batch`: 18% of a
+/// sampling profile, one million indices resolved a call).
+///
+/// # Safety
+/// As for [`run_offsets`].
+#[inline(always)]
+unsafe fn wide_offsets<T: IndexElem>(plan: &Plan<'_>, od: &Odometer, slots: &mut [isize]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::any::TypeId;
+        let (Some(inner), [axis]) = (plan.rows.last(), plan.tuple.as_slice()) else {
+            return 0;
+        };
+        let wide = if TypeId::of::<T>() == TypeId::of::<i64>() {
+            true
+        } else if TypeId::of::<T>() == TypeId::of::<i32>() {
+            false
+        } else {
+            return 0;
+        };
+        let id_bytes = if wide { 8 } else { 4 };
+        if slots.len() < 8
+            || inner.data_stride != 0
+            || inner.index_stride != id_bytes
+            || !crate::machine::wide_vectors()
+        {
+            return 0;
+        }
+        // SAFETY: checked-view invariant (a) of `indices`: within its bytes
+        // or one past them; the run's rows are existing rows (caller), whose
+        // indices lie one after the other (index stride = their size) from
+        // the odometer's position.
+        let ids = unsafe {
+            plan.indices
+                .bytes
+                .as_ptr()
+                .add(plan.indices.offset)
+                .offset(od.index_off)
+        };
+        let (size, stride, base, wrap) =
+            (axis.size, axis.data_stride, od.data_off, plan.wrap_negative);
+        // SAFETY: the CPU has AVX-512F and DQ (`wide_vectors`); `ids` holds
+        // `slots.len()` indices of `id_bytes` (above).
+        return unsafe {
+            if wide {
+                offsets_by_eight::<true>(ids, size, stride, base, wrap, slots)
+            } else {
+                offsets_by_eight::<false>(ids, size, stride, base, wrap, slots)
+            }
+        };
+    }
+    #[allow(unreachable_code)]
+    0
+}
+
+/// [`wide_offsets`]' loop: `base + resolve(id) * stride` for each of the
+/// `slots.len()` indices at `ids` (`i64` if `WIDE`, else `i32`), eight at a
+/// time, as [`resolve`] does it (not clipping); stops before the first eight
+/// with one outside `0..size`; how many it filled.
+///
+/// # Safety
+/// `ids` is readable for `slots.len()` indices; only on a CPU with AVX-512F
+/// and AVX-512DQ.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+#[link_section = "ndgather_dispatched"]
+unsafe fn offsets_by_eight<const WIDE: bool>(
+    ids: *const u8,
+    size: usize,
+    stride: isize,
+    base: isize,
+    wrap: bool,
+    slots: &mut [isize],
+) -> usize {
+    use std::arch::x86_64::*;
+    // Sizes and strides are below 2^63: as `i64` lanes they keep their values.
+    let (size_v, stride_v) = (
+        _mm512_set1_epi64(size as i64),
+        _mm512_set1_epi64(stride as i64),
+    );
+    let base_v = _mm512_set1_epi64(base as i64);
+    let mut at = 0;
+    while at + 8 <= slots.len() {
+        // SAFETY: indices at..at + 8 are readable (caller); unaligned loads
+        // take any address.
+        let v = unsafe {
+            if WIDE {
+                _mm512_loadu_si512(ids.add(8 * at).cast())
+            } else {
+                _mm512_cvtepi32_epi64(_mm256_loadu_si256(ids.add(4 * at).cast()))
+            }
+        };
+        // A negative index gains the size when wrapping; then one unsigned
+        // compare rejects everything outside 0..size, negatives included.
+        let v = if wrap {
+            _mm512_mask_add_epi64(
+                v,
+                _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512()),
+                v,
+                size_v,
+            )
+        } else {
+            v
+        };
+        if _mm512_cmpge_epu64_mask(v, size_v) != 0 {
+            break;
+        }
+        // Wrapping multiply and add, as the scalar loop's.
+        let off = _mm512_add_epi64(base_v, _mm512_mullo_epi64(v, stride_v));
+        // SAFETY: slots at..at + 8 lie in `slots`; `isize` is 64 bits here.
+        unsafe { _mm512_storeu_si512(slots.as_mut_ptr().add(at).cast(), off) };
+        at += 8;
+    }
+    at
 }
 
 /// One run along the innermost row axis; `axes` are the tuple's axes.
