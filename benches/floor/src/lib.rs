@@ -430,7 +430,7 @@ pub unsafe extern "C" fn floor_write(
 /// # Safety
 /// `[src, src + W)` is readable, `[dst, dst + W)` writable and apart from it; with `NT` and a
 /// multiple of 16 bytes, `dst` is 16-byte aligned (32 where `W` is a multiple of 32 and AVX
-/// is on).
+/// is on, 64 where it is a multiple of 64 and AVX-512F is on).
 #[inline(always)]
 unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u8) {
     #[cfg(target_arch = "x86_64")]
@@ -438,13 +438,24 @@ unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u
         use std::arch::x86_64::*;
         // SAFETY: (all of this block) every load and store is inside the `W` bytes the caller
         // vouches for, and each streaming store of 16 (32) bytes is at `dst` plus a multiple
-        // of 16 (32), which the caller's alignment makes aligned as the instruction needs.
-        // SSE2 is part of x86-64; AVX only where this is compiled for it.
+        // of 16 (32, 64), which the caller's alignment makes aligned as the instruction
+        // needs. SSE2 is part of x86-64; AVX and AVX-512F only where this is compiled for
+        // them.
         unsafe {
             if W == 4 {
                 _mm_stream_si32(dst.cast(), src.cast::<i32>().read_unaligned());
             } else if W == 8 {
                 _mm_stream_si64(dst.cast(), src.cast::<i64>().read_unaligned());
+            } else if cfg!(target_feature = "avx512f") && W.is_multiple_of(64) {
+                #[cfg(target_feature = "avx512f")]
+                {
+                    let mut at = 0;
+                    while at < W {
+                        let v = _mm512_loadu_si512(src.add(at).cast());
+                        _mm512_stream_si512(dst.add(at).cast(), v);
+                        at += 64;
+                    }
+                }
             } else if cfg!(target_feature = "avx") && W.is_multiple_of(32) {
                 #[cfg(target_feature = "avx")]
                 {
@@ -522,7 +533,7 @@ const LONG: usize = 4096;
 const LOOKAHEAD: usize = 1024;
 
 /// Copies `len` bytes from `src` to `dst` by streaming stores of whole 64-byte lines of `dst`
-/// (two 32-byte stores with AVX, four of 16 bytes without), plain ones at the ragged ends (as
+/// (one 64-byte store with AVX-512F, two of 32 bytes with AVX, four of 16 bytes without), plain ones at the ragged ends (as
 /// [`stream_fill`] writes); the source of a long block prefetched ahead.
 ///
 /// # Safety
@@ -536,9 +547,10 @@ unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
         let lines = (len - head) / LINE;
         let ahead = if len > LONG { LOOKAHEAD } else { 0 };
         // SAFETY: the head, the body of whole lines (64-byte aligned at `dst + head`, so each
-        // 16- or 32-byte streaming store is aligned as it needs) and the tail cover [0, len)
-        // exactly, inside both blocks; a prefetch never faults, whatever the address. SSE2
-        // is part of x86-64, AVX only where this is compiled for it.
+        // 16-, 32- or 64-byte streaming store is aligned as it needs) and the tail cover
+        // [0, len) exactly, inside both blocks; a prefetch never faults, whatever the
+        // address. SSE2 is part of x86-64, AVX and AVX-512F only where this is compiled for
+        // them.
         unsafe {
             std::ptr::copy_nonoverlapping(src, dst, head);
             let (s, d) = (src.add(head), dst.add(head));
@@ -547,7 +559,9 @@ unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
                 if ahead > 0 {
                     _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(ahead).cast());
                 }
-                #[cfg(target_feature = "avx")]
+                #[cfg(target_feature = "avx512f")]
+                _mm512_stream_si512(d.cast(), _mm512_loadu_si512(s.cast()));
+                #[cfg(all(target_feature = "avx", not(target_feature = "avx512f")))]
                 {
                     _mm256_stream_si256(d.cast(), _mm256_loadu_si256(s.cast()));
                     _mm256_stream_si256(d.add(32).cast(), _mm256_loadu_si256(s.add(32).cast()));
@@ -872,7 +886,7 @@ pub unsafe extern "C" fn floor_gather(
                                                      // is inside `out` (checked above) and only this thread writes the places of it that these
                                                      // items go to (each way of splitting says why); it starts 64-byte aligned (`out` is, and
                                                      // so is every segment after the first when a streaming copy needs it: `block` is then a
-                                                     // multiple of 16 or 32, and so is `seg * block`).
+                                                     // multiple of 16, 32 or 64, and so is `seg * block`).
     let gather = |region: usize, first: usize, len: usize| unsafe {
         gather_with(
             unroll,
