@@ -73,48 +73,61 @@ fn small_rows_of_every_width_with_zero_fill() {
     }
 }
 
+/// A copy of `W`-byte rows into an output `skew` bytes past a line, as the
+/// streamed loops take them.
+type StreamedCopy = unsafe fn(*const u8, &[isize], usize, *mut u8, Ahead);
+
+/// Checks `copy` on rows of `W` bytes, one zero-filled, near and far
+/// prefetches, into an output `skew` bytes past a line: every row exact, the
+/// byte after the output untouched.
+fn check_streamed_rows<const W: usize>(copy: StreamedCopy, skew: usize) {
+    let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
+    let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
+    for far in [false, true] {
+        let mut raw = vec![0xEEu8; offsets.len() * W + 128];
+        let start = raw.as_ptr().align_offset(64) + skew;
+        let dst = &mut raw[start..start + offsets.len() * W + 1];
+        let ahead = Ahead {
+            rows: 2,
+            far,
+            tail: true,
+        };
+        // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst` holds
+        // offsets.len() rows of W bytes (and one spare) from the alignment
+        // the caller asks `copy` to be given.
+        unsafe {
+            copy(
+                src.as_ptr(),
+                &offsets,
+                offsets.len(),
+                dst.as_mut_ptr(),
+                ahead,
+            )
+        };
+        fence();
+        for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
+            if off == ZERO_FILL {
+                assert!(row.iter().all(|&b| b == 0));
+            } else {
+                assert_eq!(row, &src[off as usize..off as usize + W]);
+            }
+        }
+        assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
+    }
+}
+
 #[test]
 fn streamed_rows_of_the_fixed_widths_with_zero_fill() {
-    fn rows<const W: usize>() {
-        let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
-        let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
-        for far in [false, true] {
-            // 16 bytes past a line: aligned as the stores need, no more.
-            let mut raw = vec![0xEEu8; offsets.len() * W + 96];
-            let start = raw.as_ptr().align_offset(64) + 16;
-            let dst = &mut raw[start..start + offsets.len() * W + 1];
-            // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst`
-            // holds offsets.len() rows of W bytes (and one spare) from a
-            // 16-byte aligned address.
-            unsafe {
-                copy_var::<true, true, W>(
-                    src.as_ptr(),
-                    &offsets,
-                    offsets.len(),
-                    dst.as_mut_ptr(),
-                    W,
-                    Ahead {
-                        rows: 2,
-                        far,
-                        tail: true,
-                    },
-                )
-            };
-            fence();
-            for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
-                if off == ZERO_FILL {
-                    assert!(row.iter().all(|&b| b == 0));
-                } else {
-                    assert_eq!(row, &src[off as usize..off as usize + W]);
-                }
-            }
-            assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
-        }
+    /// `copy_var` for `W`-byte rows (it asks for a 16-byte aligned output).
+    unsafe fn fixed<const W: usize>(src: *const u8, o: &[isize], n: usize, d: *mut u8, a: Ahead) {
+        // SAFETY: forwarded from `check_streamed_rows`.
+        unsafe { copy_var::<true, true, W>(src, o, n, d, W, a) }
     }
-    rows::<64>();
-    rows::<128>();
-    rows::<256>();
-    rows::<512>();
+    // 16 bytes past a line: aligned as the stores need, no more.
+    check_streamed_rows::<64>(fixed::<64>, 16);
+    check_streamed_rows::<128>(fixed::<128>, 16);
+    check_streamed_rows::<256>(fixed::<256>, 16);
+    check_streamed_rows::<512>(fixed::<512>, 16);
 }
 
 #[test]
@@ -124,44 +137,16 @@ fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
         eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
         return;
     }
-    fn rows<const W: usize>() {
-        let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
-        let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
-        for far in [false, true] {
-            let mut raw = vec![0xEEu8; offsets.len() * W + 128];
-            let start = raw.as_ptr().align_offset(64);
-            let dst = &mut raw[start..start + offsets.len() * W + 1];
-            // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst`
-            // holds offsets.len() rows of W bytes (and one spare) from a
-            // line-aligned address; the CPU has AVX-512F (checked above).
-            unsafe {
-                stream_whole_lines::<true, W>(
-                    src.as_ptr(),
-                    &offsets,
-                    offsets.len(),
-                    dst.as_mut_ptr(),
-                    Ahead {
-                        rows: 2,
-                        far,
-                        tail: true,
-                    },
-                )
-            };
-            fence();
-            for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
-                if off == ZERO_FILL {
-                    assert!(row.iter().all(|&b| b == 0));
-                } else {
-                    assert_eq!(row, &src[off as usize..off as usize + W]);
-                }
-            }
-            assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
-        }
+    /// `stream_whole_lines` for `W`-byte rows (it asks for a line-aligned
+    /// output and AVX-512F, checked above).
+    unsafe fn lines<const W: usize>(src: *const u8, o: &[isize], n: usize, d: *mut u8, a: Ahead) {
+        // SAFETY: forwarded from `check_streamed_rows`; the CPU has AVX-512F.
+        unsafe { stream_whole_lines::<true, W>(src, o, n, d, a) }
     }
-    rows::<64>();
-    rows::<128>();
-    rows::<256>();
-    rows::<512>();
+    check_streamed_rows::<64>(lines::<64>, 0);
+    check_streamed_rows::<128>(lines::<128>, 0);
+    check_streamed_rows::<256>(lines::<256>, 0);
+    check_streamed_rows::<512>(lines::<512>, 0);
 }
 
 #[test]
