@@ -110,7 +110,7 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 
 /// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
 /// line-aligned `dst` by non-temporal stores of a whole line each (see
-/// `machine::Tuning::wide_vectors`), prefetching as [`copy_var`].
+/// `machine::Tuning::whole_line_min_bytes`), prefetching as [`copy_var`].
 ///
 /// # Safety
 /// As for [`copy_rows`] with `width = W`; `dst` 64-byte aligned; only on a
@@ -554,7 +554,11 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                 // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     #[cfg(target_arch = "x86_64")]
-                    if dst.addr() % LINE == 0 && matches!(bytes, 64 | 128 | 256 | 512) && crate::machine::wide_vectors() {
+                    if dst.addr() % LINE == 0
+                        && matches!(bytes, 64 | 128 | 256 | 512)
+                        && bytes >= crate::machine::tuning().whole_line_min_bytes
+                        && crate::machine::wide_vectors()
+                    {
                         // SAFETY: forwarded from the caller; `dst` is
                         // line-aligned, and so is every row (its width a
                         // multiple of a line); the CPU has AVX-512F (`wide_vectors`).

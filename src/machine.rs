@@ -48,21 +48,24 @@ pub(crate) struct Tuning {
     /// (shorter ones always go through the cache). A slice of a whole line
     /// (64 bytes) fills a line's write-combining buffer by itself; on Intel
     /// cores that pays (Intel Xeon model 207 VM: 64-byte rows of a 61 MiB
-    /// output 0.92x the time, `out=` into NumPy's buffer 0.68x), on the AMD
-    /// kind it cost 1.25-1.4x up to 128 bytes and was even at 256, so there
-    /// only slices of four lines are streamed (docs/performance.md).
+    /// output 0.92x the time, `out=` into NumPy's buffer 0.68x), and on AMD
+    /// cores with AVX-512 too (AMD kind: `gather_batch`'s 64-byte rows
+    /// 0.69x, `rows_1m_u8` 0.72x); AMD cores without it once measured 1.25-1.4x
+    /// up to 128 bytes and even at 256, so there only slices of four lines
+    /// are streamed (docs/performance.md).
     pub(crate) stream_min_slice_bytes: usize,
-    /// The loops compiled for AVX-512 run where the CPU has it (see
-    /// [`wide_vectors`]): on Intel cores only. Streamed slices of whole
-    /// lines (64 to 512 bytes) into a line-aligned output then go out one
+    /// The loops compiled for AVX-512 (F and DQ) run where the CPU has them
+    /// (see [`wide_vectors`]): a Gather's indices are resolved eight at a
+    /// time (`offsets::wide_offsets`), and streamed slices of whole lines
+    /// from this width to 512 bytes, into a line-aligned output, go out one
     /// line a store rather than four 16-byte ones, a line's write-combining
-    /// buffer filled by one store (`copy::stream_whole_lines`; Intel Xeon
-    /// model 207 VM: `gather_batch`, 64-byte rows streamed into a new array,
-    /// 1.84-2.03 -> 1.66-1.71 ms; 32-byte stores changed nothing), and a
-    /// Gather's indices are resolved eight at a time
-    /// (`offsets::wide_offsets`). AMD's cores split a 512-bit operation in
-    /// two, and the AMD kind was not measured: it keeps the baseline loops.
-    pub(crate) wide_vectors: bool,
+    /// buffer filled by one store (`copy::stream_whole_lines`). From a line
+    /// on Intel cores (Intel Xeon model 207 VM: `gather_batch`'s 64-byte
+    /// rows 1.84-2.03 -> 1.66-1.71 ms); from two on AMD's, whose 64-byte
+    /// rows took 1.3x the time of 16-byte stores (AMD kind: `rows_1m_u8`),
+    /// while 256- and 512-byte rows took 0.6-0.7x (`rows_1m_256b`,
+    /// `rows_1m_f64`).
+    pub(crate) whole_line_min_bytes: usize,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth
     /// prefetching far ahead (`hints::Ahead`).
@@ -75,19 +78,24 @@ pub(crate) struct Tuning {
 
 impl Tuning {
     /// The model: every threshold a multiple of the cache it is about,
+    /// given the CPU's maker and whether it has AVX-512 (`wide`,
+    /// [`wide_vectors`]),
     /// bounded so that a machine reporting odd sizes still gets workable
     /// ones (L2 taken in 256 KiB to 64 MiB, the last level in 2 MiB to
     /// 4 GiB and at least the L2).
-    pub(crate) fn for_machine(c: Caches, maker: Maker) -> Tuning {
+    pub(crate) fn for_machine(c: Caches, maker: Maker, wide: bool) -> Tuning {
         let l2 = c.l2.clamp(256 << 10, 64 << 20);
         let last = c.last.clamp(2 << 20, 4 << 30).max(l2);
         Tuning {
             stream_min_out_bytes: l2.saturating_mul(16),
             stream_min_slice_bytes: match maker {
-                Maker::Intel => LINE,
-                Maker::Other => 4 * LINE,
+                Maker::Other if !wide => 4 * LINE,
+                _ => LINE,
             },
-            wide_vectors: maker == Maker::Intel,
+            whole_line_min_bytes: match maker {
+                Maker::Intel => LINE,
+                Maker::Other => 2 * LINE,
+            },
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -98,16 +106,16 @@ impl Tuning {
 #[inline]
 pub(crate) fn tuning() -> &'static Tuning {
     static TUNING: OnceLock<Tuning> = OnceLock::new();
-    TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
+    TUNING
+        .get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker(), wide_vectors()))
 }
 
-/// Whether the loops compiled for AVX-512 (F and DQ) run here: the
-/// machine's rule ([`Tuning::wide_vectors`]) and the CPU has them.
+/// Whether the loops compiled for AVX-512 (F and DQ) run here: the CPU has
+/// them, whoever made it (see [`Tuning::whole_line_min_bytes`]).
 #[inline]
 pub(crate) fn wide_vectors() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return tuning().wide_vectors
-        && std::arch::is_x86_feature_detected!("avx512f")
+    return std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512dq");
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -176,31 +184,38 @@ fn parse_size(text: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{caches, maker, parse_size, tuning, Caches, Maker, Tuning, TUNED_ON};
+    use super::{caches, maker, parse_size, tuning, wide_vectors, Caches, Maker, Tuning, TUNED_ON};
 
     #[test]
     fn the_kind_first_tuned_on_gets_the_constants_it_was_tuned_with() {
-        let t = Tuning::for_machine(TUNED_ON, Maker::Other);
+        // Without AVX-512, as the constants were tuned.
+        let t = Tuning::for_machine(TUNED_ON, Maker::Other, false);
         assert_eq!(t.stream_min_out_bytes, 16 << 20);
         assert_eq!(t.stream_min_slice_bytes, 256);
-        assert!(!t.wide_vectors);
         assert_eq!(t.far_min_data_bytes, 64 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 4 << 20);
+        // With it (the AMD kind's Zen 4 cores), slices of a line stream, and
+        // those of two lines and more go out a line a store.
+        let wide = Tuning::for_machine(TUNED_ON, Maker::Other, true);
+        assert_eq!(wide.stream_min_slice_bytes, 64);
+        assert_eq!(wide.whole_line_min_bytes, 128);
     }
 
     #[test]
     fn intel_cores_stream_slices_of_a_line() {
-        let t = Tuning::for_machine(TUNED_ON, Maker::Intel);
-        assert_eq!(t.stream_min_slice_bytes, 64);
-        assert!(t.wide_vectors);
-        // Nothing else depends on the maker.
-        let other = Tuning::for_machine(TUNED_ON, Maker::Other);
-        let by_maker = |t: Tuning| Tuning {
-            stream_min_slice_bytes: 0,
-            wide_vectors: false,
-            ..t
-        };
-        assert_eq!(by_maker(t), by_maker(other));
+        for wide in [false, true] {
+            let t = Tuning::for_machine(TUNED_ON, Maker::Intel, wide);
+            assert_eq!(t.stream_min_slice_bytes, 64);
+            assert_eq!(t.whole_line_min_bytes, 64);
+            // Nothing else depends on the maker or the vectors.
+            let other = Tuning::for_machine(TUNED_ON, Maker::Other, !wide);
+            let by_maker = |t: Tuning| Tuning {
+                stream_min_slice_bytes: 0,
+                whole_line_min_bytes: 0,
+                ..t
+            };
+            assert_eq!(by_maker(t), by_maker(other));
+        }
     }
 
     #[test]
@@ -216,7 +231,7 @@ mod tests {
             .into_iter()
             .zip([Maker::Intel, Maker::Other].repeat(3))
         {
-            let t = Tuning::for_machine(Caches { l2, last }, maker);
+            let t = Tuning::for_machine(Caches { l2, last }, maker, l2 % 2 == 0);
             assert!(
                 (1 << 20..=2 << 30).contains(&t.stream_min_out_bytes),
                 "{t:?}"
@@ -227,6 +242,7 @@ mod tests {
             );
             assert!(t.prefetch_min_data_bytes <= t.far_min_data_bytes, "{t:?}");
             assert!((64..=256).contains(&t.stream_min_slice_bytes), "{t:?}");
+            assert!((64..=512).contains(&t.whole_line_min_bytes), "{t:?}");
         }
         let intel = Tuning::for_machine(
             Caches {
@@ -234,6 +250,7 @@ mod tests {
                 last: 260 << 20,
             },
             Maker::Intel,
+            true,
         );
         assert_eq!(intel.stream_min_out_bytes, 32 << 20);
         assert_eq!(intel.far_min_data_bytes, 520 << 20);
@@ -256,9 +273,9 @@ mod tests {
         match caches() {
             Some(c) => {
                 assert!(c.l2 > 0 && c.last >= c.l2, "{c:?}");
-                assert_eq!(t, Tuning::for_machine(c, maker()));
+                assert_eq!(t, Tuning::for_machine(c, maker(), wide_vectors()));
             }
-            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker())),
+            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker(), wide_vectors())),
         }
     }
 }
