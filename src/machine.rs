@@ -4,7 +4,7 @@
 //! machine"). Read once (at import, in the bindings, so that no fork finds
 //! it half read); a machine that reports nothing gets the caches of the kind
 //! the constants were first tuned on (AMD EPYC Zen 4 VM: 1 MiB L2, 32 MiB
-//! L3), so it behaves as every earlier build did.
+//! L3).
 
 use std::sync::OnceLock;
 
@@ -23,9 +23,9 @@ pub(crate) const TUNED_ON: Caches = Caches {
 };
 
 /// Who made the CPU (cpuid leaf 0): the one fact of the model that is not a
-/// size. Intel's cores and AMD's handle streaming stores of short slices
-/// oppositely (see [`Tuning::stream_min_slice_bytes`]), as glibc's `memcpy`
-/// also sets its non-temporal threshold per maker.
+/// size. Intel's cores and AMD's handle a line stored at once differently
+/// (see [`Tuning::whole_line_min_bytes`]), as glibc's `memcpy` also sets
+/// its non-temporal threshold per maker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Maker {
     Intel,
@@ -45,14 +45,14 @@ pub(crate) struct Tuning {
     /// and 64 MiB outputs took 1.5x and 2.5x the time with plain stores.)
     pub(crate) stream_min_out_bytes: usize,
     /// Contiguous slices from this width on are streamed in such an output
-    /// (shorter ones always go through the cache). A slice of a whole line
-    /// (64 bytes) fills a line's write-combining buffer by itself; on Intel
-    /// cores that pays (Intel Xeon model 207 VM: 64-byte rows of a 61 MiB
-    /// output 0.92x the time, `out=` into NumPy's buffer 0.68x), and on AMD
-    /// cores with AVX-512 too (AMD kind: `gather_batch`'s 64-byte rows
-    /// 0.69x, `rows_1m_u8` 0.72x); AMD cores without it once measured 1.25-1.4x
-    /// up to 128 bytes and even at 256, so there only slices of four lines
-    /// are streamed (docs/performance.md).
+    /// (shorter ones always go through the cache): a line, which fills a
+    /// line's write-combining buffer by itself. That pays on both kinds
+    /// measured (Intel Xeon model 207 VM: 64-byte rows of a 61 MiB output
+    /// 0.92x the time, `out=` into NumPy's buffer 0.68x; AMD kind, with
+    /// 16-byte stores: `gather_batch`'s 64-byte rows 0.64x, `rows_1m_u8`
+    /// 0.72x). An earlier build on the AMD kind had measured 1.25-1.4x up
+    /// to 128 bytes, and streamed only slices of four lines there
+    /// (docs/performance.md).
     pub(crate) stream_min_slice_bytes: usize,
     /// The loops compiled for AVX-512 (F and DQ) run where the CPU has them
     /// (see [`wide_vectors`]): a Gather's indices are resolved eight at a
@@ -78,20 +78,15 @@ pub(crate) struct Tuning {
 
 impl Tuning {
     /// The model: every threshold a multiple of the cache it is about,
-    /// given the CPU's maker and whether it has AVX-512 (`wide`,
-    /// [`wide_vectors`]),
     /// bounded so that a machine reporting odd sizes still gets workable
     /// ones (L2 taken in 256 KiB to 64 MiB, the last level in 2 MiB to
     /// 4 GiB and at least the L2).
-    pub(crate) fn for_machine(c: Caches, maker: Maker, wide: bool) -> Tuning {
+    pub(crate) fn for_machine(c: Caches, maker: Maker) -> Tuning {
         let l2 = c.l2.clamp(256 << 10, 64 << 20);
         let last = c.last.clamp(2 << 20, 4 << 30).max(l2);
         Tuning {
             stream_min_out_bytes: l2.saturating_mul(16),
-            stream_min_slice_bytes: match maker {
-                Maker::Other if !wide => 4 * LINE,
-                _ => LINE,
-            },
+            stream_min_slice_bytes: LINE,
             whole_line_min_bytes: match maker {
                 Maker::Intel => LINE,
                 Maker::Other => 2 * LINE,
@@ -107,7 +102,7 @@ impl Tuning {
 pub(crate) fn tuning() -> &'static Tuning {
     static TUNING: OnceLock<Tuning> = OnceLock::new();
     TUNING
-        .get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker(), wide_vectors()))
+        .get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
 }
 
 /// Whether the loops compiled for AVX-512 (F and DQ) run here: the CPU has
@@ -184,38 +179,31 @@ fn parse_size(text: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{caches, maker, parse_size, tuning, wide_vectors, Caches, Maker, Tuning, TUNED_ON};
+    use super::{caches, maker, parse_size, tuning, Caches, Maker, Tuning, TUNED_ON};
 
     #[test]
-    fn the_kind_first_tuned_on_gets_the_constants_it_was_tuned_with() {
-        // Without AVX-512, as the constants were tuned.
-        let t = Tuning::for_machine(TUNED_ON, Maker::Other, false);
+    fn the_amd_kind_gets_the_constants_measured_on_it() {
+        let t = Tuning::for_machine(TUNED_ON, Maker::Other);
         assert_eq!(t.stream_min_out_bytes, 16 << 20);
-        assert_eq!(t.stream_min_slice_bytes, 256);
         assert_eq!(t.far_min_data_bytes, 64 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 4 << 20);
-        // With it (the AMD kind's Zen 4 cores), slices of a line stream, and
-        // those of two lines and more go out a line a store.
-        let wide = Tuning::for_machine(TUNED_ON, Maker::Other, true);
-        assert_eq!(wide.stream_min_slice_bytes, 64);
-        assert_eq!(wide.whole_line_min_bytes, 128);
+        // Measured again on it (docs/architecture.md): slices of a line
+        // stream, and those of two lines and more go out a line a store.
+        assert_eq!(t.stream_min_slice_bytes, 64);
+        assert_eq!(t.whole_line_min_bytes, 128);
     }
 
     #[test]
-    fn intel_cores_stream_slices_of_a_line() {
-        for wide in [false, true] {
-            let t = Tuning::for_machine(TUNED_ON, Maker::Intel, wide);
-            assert_eq!(t.stream_min_slice_bytes, 64);
-            assert_eq!(t.whole_line_min_bytes, 64);
-            // Nothing else depends on the maker or the vectors.
-            let other = Tuning::for_machine(TUNED_ON, Maker::Other, !wide);
-            let by_maker = |t: Tuning| Tuning {
-                stream_min_slice_bytes: 0,
-                whole_line_min_bytes: 0,
-                ..t
-            };
-            assert_eq!(by_maker(t), by_maker(other));
-        }
+    fn intel_cores_store_whole_lines_from_one() {
+        let t = Tuning::for_machine(TUNED_ON, Maker::Intel);
+        assert_eq!(t.whole_line_min_bytes, 64);
+        // Nothing else depends on the maker.
+        let other = Tuning::for_machine(TUNED_ON, Maker::Other);
+        let by_maker = |t: Tuning| Tuning {
+            whole_line_min_bytes: 0,
+            ..t
+        };
+        assert_eq!(by_maker(t), by_maker(other));
     }
 
     #[test]
@@ -231,7 +219,7 @@ mod tests {
             .into_iter()
             .zip([Maker::Intel, Maker::Other].repeat(3))
         {
-            let t = Tuning::for_machine(Caches { l2, last }, maker, l2 % 2 == 0);
+            let t = Tuning::for_machine(Caches { l2, last }, maker);
             assert!(
                 (1 << 20..=2 << 30).contains(&t.stream_min_out_bytes),
                 "{t:?}"
@@ -250,7 +238,6 @@ mod tests {
                 last: 260 << 20,
             },
             Maker::Intel,
-            true,
         );
         assert_eq!(intel.stream_min_out_bytes, 32 << 20);
         assert_eq!(intel.far_min_data_bytes, 520 << 20);
@@ -273,9 +260,9 @@ mod tests {
         match caches() {
             Some(c) => {
                 assert!(c.l2 > 0 && c.last >= c.l2, "{c:?}");
-                assert_eq!(t, Tuning::for_machine(c, maker(), wide_vectors()));
+                assert_eq!(t, Tuning::for_machine(c, maker()));
             }
-            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker(), wide_vectors())),
+            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker())),
         }
     }
 }
