@@ -10,7 +10,8 @@ extension is untouched) with three kernels:
   precomputed byte offsets (no index to check or resolve), each copied to its place in a warm
   output buffer, in order: the reads and the writes a gather must do, and nothing else. It is
   its own code, not ndgather's: straight-line copies compiled for the common block widths (1
-  to 8, 16, 32, 60, 64, 128, 140, 256, 512 and 1024 bytes), ``memcpy`` otherwise; software
+  to 8, 16, 32, 60, 64, 128, 140, 256, 512 and 1024 bytes; for blocks that do not start on a
+  line, in 16-byte pieces, none of which then straddles two lines), ``memcpy`` otherwise; software
   prefetch some blocks ahead (and inside a block over 4 KiB); plain or streaming
   (non-temporal) stores; on 1 or every thread (taking chunks of blocks as they come free,
   each writing an output of its own, or each its share of one output). The prefetch distance
@@ -61,6 +62,8 @@ CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
 READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
+#: Blocks a gather floor copies, untimed, before its tuning (see GatherFloor.tune).
+WARM_BLOCKS = 1 << 19
 UNROLLS = (1, 2, 4, 8)
 HINTS = ("T0", "T1", "T2", "NTA")  # the prefetch's target: L1, L2, L3, non-temporal
 
@@ -103,7 +106,7 @@ def library() -> ctypes.CDLL:
     lib.floor_offsets_fit.restype = ctypes.c_bool
     flag = ctypes.c_bool
     lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 4
-    lib.floor_gather.argtypes += [flag, size, size, size, flag]
+    lib.floor_gather.argtypes += [flag, size, size, size, flag, flag]
     lib.floor_gather.restype = ctypes.c_uint64
     return lib
 
@@ -305,11 +308,13 @@ class GatherSetting:
     hint: str = "T0"
     streaming: bool = False
     shared: bool = False  # the threads' split: see GatherFloor
+    narrow: bool = False  # rows off a line: 16-byte moves, last line requested (floor/: copy_run)
 
     def label(self) -> str:
         return (
             f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
-            f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}"
+            f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}, "
+            f"narrow {self.narrow}"
         )
 
 
@@ -369,6 +374,7 @@ class GatherFloor:
                 setting.unroll,
                 HINTS.index(setting.hint),
                 setting.streaming,
+                setting.narrow,
             )
         )
         if done != count * max(reps, 1):
@@ -385,15 +391,34 @@ class GatherFloor:
     ) -> tuple[GatherSetting, dict[str, float]]:
         """The fastest setting for gathering ``count`` blocks ``reps`` times, as
         :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
-        stores and the threads' split as two more knobs."""
-        axes = {
+        stores, the threads' split and the moves for rows off a line (``narrow``) as three
+        more knobs."""
+        axes: dict[str, tuple[dict[str, Any], ...]] = {
             "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
             "split": ({"shared": False}, {"shared": True}),
-            "prefetch": prefetch_axis(quick),
+            # One knob with the prefetch: rows off a line want both the narrow moves and a
+            # prefetch to the outer caches (T1/T2), and either alone was no faster, so that a
+            # descent over them one at a time stayed where it started (AMD kind).
+            "prefetch": tuple(
+                {**p, "narrow": narrow} for narrow in (False, True) for p in prefetch_axis(quick)
+            ),
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
             "streaming": ({"streaming": False}, {"streaming": True}),
         }
         start = GatherSetting(16, 1, min(threads, self.threads))
+        if self.data.ctypes.data % 64 or self.block % 64:
+            # Blocks off a line (NumPy's large buffers start 16 bytes past one): start from
+            # what suits them (128-byte rows, AMD kind: 8-10 ns a row, against 24 ns for every
+            # setting near the usual start, where a descent from there stayed). A setting's
+            # speed there depends on which ran before it, for some 100,000 blocks (T2 after T0:
+            # 27 ns a row falling to 8 over eight runs of 16,384), so the descent is started,
+            # and the hardware warmed, where the fast ones are.
+            start = replace(start, distance=64, hint="T2", narrow=True)
+        # Untimed first, with the start setting: the first few hundred thousand random blocks
+        # of a large table just made ran 2-5x slower than the rest (same rows: 55 ns a row
+        # falling to 11 over about 300,000).
+        if not quick:
+            self.run(start, 0, min(self.n, WARM_BLOCKS), 1)
         return descend(self.run, self.n, self.block, start, axes, count, tries, reps)
 
 

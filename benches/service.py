@@ -252,9 +252,15 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
     families = {c.name: c.family for c in cands}
     phase = time.perf_counter()
     why = floor.available()
+    resident = functools.partial(keep_resident, table)
     if why is None:
         offsets = flat.astype(np.uint64) * np.uint64(row_bytes)
         reader = floor.ReadFloor(table, offsets, row_bytes)
+        # The table's pages in place before each tuning, as before each round of the timing
+        # (see timing.keep_resident): a tuning on pages the host had taken back timed every
+        # setting alike (24 ns a 128-byte row, AMD kind) and kept one that is slow once they
+        # are back.
+        resident()
         # Cold reads, as in the timing: one pass over 16 batches' worth of ids (at least
         # 16,384) a trial, never the same rows twice in a row.
         setting, tried = reader.tune(
@@ -269,6 +275,7 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
         # batch per thread (each batch to the same place, as a service's ``out=`` is), tuned
         # on the same cold stretches as the read floor.
         gatherer = floor.GatherFloor(table, offsets, row_bytes, case.batch, case.threads)
+        resident()
         g_setting, g_tried = gatherer.tune(
             case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
         )
@@ -293,7 +300,6 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
     record["phases_s"] = {"floor tuning": time.perf_counter() - phase}
     phase = time.perf_counter()
 
-    resident = functools.partial(keep_resident, table)
     timings = run_interleaved(
         timers, run.rounds, run.min_sample_s, SETTLE_S, warm=True, wake=True, before_round=resident
     )
