@@ -101,8 +101,7 @@ impl Tuning {
 #[inline]
 pub(crate) fn tuning() -> &'static Tuning {
     static TUNING: OnceLock<Tuning> = OnceLock::new();
-    TUNING
-        .get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
+    TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
 }
 
 /// Whether the loops compiled for AVX-512 (F and DQ) run here: the CPU has

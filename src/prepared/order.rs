@@ -28,20 +28,24 @@ const SORT_MAX_SLICE_ELEMENTS: usize = 8;
 /// the scatter's buffer cost more than they save) ...
 const SORT_MIN_ROWS: usize = 1 << 15;
 
-/// ... from an array beyond the last-level cache: at least
-/// `machine::Tuning::far_min_data_bytes` (twice that cache) were its
-/// elements 4 bytes, the usual table (the shape is all a prepared gather
-/// knows). Within it the reads hit the cache in any order, and the
-/// scatter of the address order costs more than it saves: on the Intel
-/// VM's 260 MiB, 2M points of a 64 MiB array took 0.75x the one-shot time
-/// with the sort's prepare and 1.00x a call, against 1.1-1.3x and
-/// 1.2-1.4x kept in their order (docs/performance.md, "Prepared gathers").
+/// ... from an array far beyond the last-level cache: at least 32 times it
+/// (16 times `machine::Tuning::far_min_data_bytes`) were its elements 4
+/// bytes, the usual table (the shape is all a prepared gather knows). Below
+/// that it was measured not to pay on either kind: the calls' scatter of
+/// the address order costs more than the random reads it saves. 2M points,
+/// 10 calls, AMD kind (32 MiB last level), the address order against the
+/// rows' order: of 64 MiB, `prepare + 10` 0.78x against 1.33x the one-shot
+/// speed, the 10 prepared calls 1.12x against 1.43x; of 128 MiB 0.69x and
+/// 0.82x against 1.32x and 1.39x; of 512 MiB 0.73x and 0.88x against 1.28x
+/// and 1.36x. Intel VM (260 MiB): of 64 MiB 0.75x and 1.00x against 1.1-1.3x
+/// and 1.2-1.4x (docs/performance.md, "Prepared gathers"). Whether the
+/// order pays beyond 32 times the cache was not measured.
 fn beyond_the_caches(elements: usize) -> bool {
     #[cfg(test)]
     if SORT_ANY_SIZE.load(std::sync::atomic::Ordering::Relaxed) {
         return true;
     }
-    elements.saturating_mul(4) >= tuning().far_min_data_bytes
+    elements.saturating_mul(4) >= tuning().far_min_data_bytes.saturating_mul(16)
 }
 
 /// Set by the tests that exercise the address order on arrays small enough
