@@ -164,3 +164,44 @@ fn streamed_copies_of_every_length_and_alignment() {
         }
     }
 }
+
+#[test]
+fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
+    // Rows on a line and 16 or 48 bytes past one (far: copied by 16-byte
+    // moves where a multiple of 16 up to 1 KiB), of widths on both sides of
+    // those rules; one zero-filled.
+    let mut raw: Vec<u8> = (0..8192u32).map(|v| (v * 13 % 251) as u8).collect();
+    let base = raw.as_ptr().align_offset(64);
+    let src = &mut raw[base..base + 6144];
+    let offsets = [16isize, ZERO_FILL, 0, 64, 1000, 48, 2048, 3];
+    for width in [144, 160, 200, 512, 1024, 1040] {
+        for far in [false, true] {
+            let mut dst = vec![0xEEu8; offsets.len() * width + 1];
+            let ahead = Ahead {
+                rows: 2,
+                far,
+                tail: true,
+            };
+            // SAFETY: every offset + width <= 2048 + 1040 <= src.len(); dst
+            // holds offsets.len() rows of `width` bytes (and one spare).
+            unsafe {
+                copy_var::<false, true, 0>(
+                    src.as_ptr(),
+                    &offsets,
+                    offsets.len(),
+                    dst.as_mut_ptr(),
+                    width,
+                    ahead,
+                )
+            };
+            for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
+                if off == ZERO_FILL {
+                    assert!(row.iter().all(|&b| b == 0), "width {width}");
+                } else {
+                    assert_eq!(row, &src[off as usize..off as usize + width], "width {width}");
+                }
+            }
+            assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");
+        }
+    }
+}
