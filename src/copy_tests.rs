@@ -198,7 +198,11 @@ fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
                 if off == ZERO_FILL {
                     assert!(row.iter().all(|&b| b == 0), "width {width}");
                 } else {
-                    assert_eq!(row, &src[off as usize..off as usize + width], "width {width}");
+                    assert_eq!(
+                        row,
+                        &src[off as usize..off as usize + width],
+                        "width {width}"
+                    );
                 }
             }
             assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");

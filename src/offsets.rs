@@ -90,8 +90,7 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
 }
 
 /// The first offsets of a run along the innermost row axis eight at a time,
-/// where the CPU and the machine's rule allow (`machine::Tuning::wide_vectors`,
-/// AVX-512F and DQ): one `i64` or `i32` index a row, read one after the
+/// where the CPU has AVX-512F and DQ (`machine::wide_vectors`): one `i64` or `i32` index a row, read one after the
 /// other, the data offset the same for every row of the run (a Gather's
 /// rows along its index axis). Stops before the first eight that hold an
 /// index outside its axis, for the scalar loop to report or zero-fill;
