@@ -109,11 +109,12 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 }
 
 /// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
-/// line-aligned `dst` by non-temporal stores of a whole line each (see
-/// `machine::Tuning::whole_line_min_bytes`), prefetching as [`copy_var`].
+/// 16-byte aligned `dst` by non-temporal stores of a whole line each where
+/// a row covers one (see `machine::Tuning::whole_line_min_bytes` and
+/// [`stream_line_stores`]), prefetching as [`copy_var`].
 ///
 /// # Safety
-/// As for [`copy_rows`] with `width = W`; `dst` 64-byte aligned; only on a
+/// As for [`copy_rows`] with `width = W`; `dst` 16-byte aligned; only on a
 /// CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
@@ -125,7 +126,7 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
     dst: *mut u8,
     ahead: Ahead,
 ) {
-    debug_assert!(W.is_multiple_of(LINE) && dst.addr().is_multiple_of(LINE));
+    debug_assert!(W.is_multiple_of(LINE) && dst.addr().is_multiple_of(16));
     if ahead.far {
         copy_rows!(
             src,
@@ -155,27 +156,49 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
     }
 }
 
-/// One slice of [`stream_whole_lines`]: `W / 64` loads and whole-line
-/// non-temporal stores (called as `ptr::copy_nonoverlapping` is; `len` is
-/// `W`).
+/// One slice of [`stream_whole_lines`] (called as `ptr::copy_nonoverlapping`
+/// is; `len` is `W`): the bytes up to `dst`'s next line by 16-byte
+/// non-temporal stores (none when `dst` starts on one), the whole lines
+/// after them by one 64-byte store each, and what is left by 16-byte
+/// stores again. In an output that does not start on a line (NumPy's large
+/// buffers start 16 bytes past one) a row's last bytes and the next row's
+/// first share a line, which the two rows' 16-byte stores fill together.
+/// AMD kind, `rows_1m_256b` `out=` into such a buffer: all 16-byte stores
+/// took 27 ms against 10.5 ms for a new array, line-aligned, whole lines
+/// (docs/performance.md).
 ///
 /// # Safety
-/// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 64-byte aligned;
+/// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 16-byte aligned;
 /// only on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
 #[link_section = "ndgather_dispatched"]
 unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
-    use std::arch::x86_64::{_mm512_loadu_si512, _mm512_stream_si512};
-    debug_assert!(len == W);
+    use std::arch::x86_64::{
+        _mm512_loadu_si512, _mm512_stream_si512, _mm_loadu_si128, _mm_stream_si128,
+    };
+    debug_assert!(len == W && dst.addr().is_multiple_of(16));
+    let head = (LINE - dst.addr() % LINE) % LINE;
     let mut at = 0;
-    while at < W {
-        // SAFETY: `at + 64 <= W` (W a multiple of 64): inside both slices;
-        // `dst + at` is 64-byte aligned, as the store needs; the CPU has
-        // AVX-512F (caller).
+    // Every move below is inside the `W` bytes of both slices (`W` and
+    // `head` are multiples of 16, `head <= 48 < W`), and the CPU has
+    // AVX-512F (caller).
+    while at < head {
+        // SAFETY: `at + 16 <= head`; `dst + at` 16-byte aligned (`dst` is).
+        unsafe { _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast())) };
+        at += 16;
+    }
+    while at + LINE <= W {
+        // SAFETY: `at + 64 <= W`; `dst + at` starts a line (`dst + head`
+        // does), as the 64-byte store needs.
         unsafe { _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast())) };
         at += LINE;
+    }
+    while at < W {
+        // SAFETY: `at + 16 <= W`; `dst + at` 16-byte aligned.
+        unsafe { _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast())) };
+        at += 16;
     }
 }
 
@@ -615,13 +638,13 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                 // `plan.stream` is only set for contiguous slices (`plan::streams`).
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     #[cfg(target_arch = "x86_64")]
-                    if dst.addr() % LINE == 0
+                    if dst.addr() % 16 == 0
                         && matches!(bytes, 64 | 128 | 256 | 512)
                         && bytes >= crate::machine::tuning().whole_line_min_bytes
                         && crate::machine::wide_vectors()
                     {
                         // SAFETY: forwarded from the caller; `dst` is
-                        // line-aligned, and so is every row (its width a
+                        // 16-byte aligned, and so is every row (its width a
                         // multiple of a line); the CPU has AVX-512F (`wide_vectors`).
                         unsafe {
                             match bytes {

@@ -137,16 +137,20 @@ fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
         eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
         return;
     }
-    /// `stream_whole_lines` for `W`-byte rows (it asks for a line-aligned
-    /// output and AVX-512F, checked above).
+    /// `stream_whole_lines` for `W`-byte rows (it asks for a 16-byte
+    /// aligned output and AVX-512F, checked above).
     unsafe fn lines<const W: usize>(src: *const u8, o: &[isize], n: usize, d: *mut u8, a: Ahead) {
         // SAFETY: forwarded from `check_streamed_rows`; the CPU has AVX-512F.
         unsafe { stream_whole_lines::<true, W>(src, o, n, d, a) }
     }
-    check_streamed_rows::<64>(lines::<64>, 0);
-    check_streamed_rows::<128>(lines::<128>, 0);
-    check_streamed_rows::<256>(lines::<256>, 0);
-    check_streamed_rows::<512>(lines::<512>, 0);
+    // On a line, and 16, 32 and 48 bytes past one (the rows' first and
+    // last bytes then go out by 16-byte stores).
+    for skew in [0, 16, 32, 48] {
+        check_streamed_rows::<64>(lines::<64>, skew);
+        check_streamed_rows::<128>(lines::<128>, skew);
+        check_streamed_rows::<256>(lines::<256>, skew);
+        check_streamed_rows::<512>(lines::<512>, skew);
+    }
 }
 
 #[test]
