@@ -519,7 +519,7 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
 /// array's large buffers start 16 bytes past a line), each such load then
 /// waiting on two lines from memory; 16-byte moves at a multiple of 16
 /// never straddle. AMD kind, 4,096 random 512-byte rows of a 512 MiB table
-/// a call, one thread: 206-215 -> 188-200 us. From a table in the caches
+/// a call, one thread: 206-215 -> 188-203 us. From a table in the caches
 /// `memcpy`'s wider moves were 0.96x the time (docs/performance.md).
 ///
 /// # Safety
