@@ -518,6 +518,121 @@ fn huge_strides_of_an_empty_data_do_not_overflow() {
     ));
 }
 
+/// GatherND tuples of one to five indices, resolved eight tuples at a time
+/// where the CPU allows (`offsets::wide_offsets` takes up to four) and one
+/// at a time otherwise, against a naive loop: `i64` and `i32` indices,
+/// negatives from the end or rejected, a bad index at every position of its
+/// eight and in the scalar tail, in each place of its tuple, every mode.
+#[test]
+fn tuples_resolved_eight_at_a_time_are_exact() {
+    let all_sizes = [5usize, 3, 4, 2, 3];
+    let (width, n) = (3usize, 203usize);
+    let mut rng = Rng(11);
+    for k in 1..=all_sizes.len() {
+        let sizes = &all_sizes[..k];
+        let rows: usize = sizes.iter().product();
+        let data: Vec<u8> = (0..rows * width).map(|v| (v * 7 % 251) as u8).collect();
+        let mut shape = sizes.to_vec();
+        shape.push(width);
+        let mut strides = vec![0isize; k + 1];
+        let mut step = 1isize;
+        for (s, &d) in strides.iter_mut().zip(&shape).rev() {
+            *s = step;
+            step *= d as isize;
+        }
+        let d = ArrayView {
+            bytes: &data,
+            offset: 0,
+            shape: &shape,
+            strides: &strides,
+            itemsize: 1,
+        };
+        let good: Vec<i64> = (0..n * k)
+            .map(|p| {
+                let s = sizes[p % k];
+                rng.below(2 * s) as i64 - s as i64
+            })
+            .collect();
+        for bad_at in [None, Some(0), Some(7), Some(9), Some(130), Some(n - 1)] {
+            let place = bad_at.map_or(0, |p| p % k);
+            let s = sizes[place] as i64;
+            for bad in [s, -s - 1, i64::from(i32::MAX)] {
+                let mut ids = good.clone();
+                if let Some(p) = bad_at {
+                    ids[p * k + place] = bad;
+                }
+                for (wide, wrap) in [(true, true), (false, true), (true, false)] {
+                    let (ib, ty, size): (Vec<u8>, _, _) = if wide {
+                        let bytes = ids.iter().flat_map(|v| v.to_ne_bytes());
+                        (bytes.collect(), IndexType::I64, 8)
+                    } else {
+                        let narrow = ids.iter().map(|&v| v as i32);
+                        (
+                            narrow.flat_map(|v| v.to_ne_bytes()).collect(),
+                            IndexType::I32,
+                            4,
+                        )
+                    };
+                    let i = ArrayView {
+                        bytes: &ib,
+                        offset: 0,
+                        shape: &[n, k],
+                        strides: &[size * k as isize, size],
+                        itemsize: size as usize,
+                    };
+                    let mut plan = plan_gather_nd(d, i, ty, 0).unwrap();
+                    if !wrap {
+                        plan = plan.reject_negative_indices();
+                    }
+                    // The first index of C order outside its axis, and each
+                    // tuple's row (clipped if `clip`; `None` if it has a bad
+                    // index and does not clip).
+                    let resolve = |v: i64, s: usize, clip: bool| {
+                        let r = if v < 0 && wrap { v + s as i64 } else { v };
+                        if clip {
+                            Some(r.clamp(0, s as i64 - 1) as usize)
+                        } else {
+                            usize::try_from(r).ok().filter(|&r| r < s)
+                        }
+                    };
+                    let first_bad =
+                        (0..n * k).find(|&p| resolve(ids[p], sizes[p % k], false).is_none());
+                    for mode in [Mode::Raise, Mode::Zero, Mode::Clip] {
+                        let mut out = vec![0xEEu8; plan.out_bytes()];
+                        let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1);
+                        if let (Mode::Raise, Some(p)) = (mode, first_bad) {
+                            match got {
+                                Err(GatherError::IndexOutOfRange(e)) => assert_eq!(
+                                    (e.value, e.position.as_slice()),
+                                    (ids[p] as i128, &[p / k, p % k][..]),
+                                    "k {k} wide {wide} wrap {wrap}"
+                                ),
+                                other => panic!("{other:?}"),
+                            }
+                            continue;
+                        }
+                        got.unwrap();
+                        for (t, row) in out.chunks_exact(width).enumerate() {
+                            let tuple = &ids[t * k..(t + 1) * k];
+                            let at = tuple.iter().zip(sizes).try_fold(0, |acc, (&v, &s)| {
+                                resolve(v, s, mode == Mode::Clip).map(|r| acc * s + r)
+                            });
+                            match at {
+                                Some(r) => assert_eq!(
+                                    row,
+                                    &data[r * width..(r + 1) * width],
+                                    "k {k} wide {wide} wrap {wrap} {mode:?} tuple {t}"
+                                ),
+                                None => assert!(row.iter().all(|&b| b == 0), "{t}"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Gathers whose indices are resolved eight at a time where the CPU allows
 /// (`offsets::wide_offsets`: one `i64` or `i32` index a row, read in order),
 /// against a naive loop: negatives from the end or not, a bad index at

@@ -65,13 +65,11 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
     while done < offsets.len() {
         let run = od.inner_left(&plan.rows).min(offsets.len() - done);
         let mut slots = &mut offsets[done..done + run];
-        if !CLIP {
-            // SAFETY: forwarded; the run stays on existing rows.
-            let wide = unsafe { wide_offsets::<T>(plan, od, slots) };
-            od.skip_inner(&plan.rows, wide);
-            done += wide;
-            slots = &mut slots[wide..];
-        }
+        // SAFETY: forwarded; the run stays on existing rows.
+        let wide = unsafe { wide_offsets::<T, CLIP>(plan, od, slots) };
+        od.skip_inner(&plan.rows, wide);
+        done += wide;
+        slots = &mut slots[wide..];
         let run = slots.len();
         // SAFETY: forwarded; the run stays on existing rows.
         unsafe {
@@ -90,22 +88,30 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
 }
 
 /// The first offsets of a run along the innermost row axis eight at a time,
-/// where the CPU has AVX-512F and DQ (`machine::wide_vectors`): one `i64` or `i32` index a row, read one after the
-/// other, the data offset the same for every row of the run (a Gather's
-/// rows along its index axis). Stops before the first eight that hold an
-/// index outside its axis, for the scalar loop to report or zero-fill;
-/// returns how many slots it filled (a multiple of eight). The scalar loop
-/// spends about 14 instructions an index (`gather_batch`: 18% of a
-/// sampling profile, one million indices resolved a call).
+/// where the CPU has AVX-512F and DQ (`machine::wide_vectors`): tuples of
+/// one to four `i64` or `i32` indices, each tuple's indices
+/// side by side and the tuples one after the other, the data offset the
+/// same for every row of the run (a Gather's rows along its index axis, a
+/// GatherND's tuples without batch dimensions). Clips as [`resolve`] does
+/// with `CLIP`; without, stops before the first eight that hold an index
+/// outside its axis, for the scalar loop to report or zero-fill. Returns how
+/// many slots it filled (a multiple of eight).
+/// The scalar loop spends about 14 instructions an index (`gather_batch`:
+/// 18% of a sampling profile, one million indices resolved a call;
+/// `points_2m`'s pairs: a quarter of a two-thread profile).
 ///
 /// # Safety
 /// As for [`run_offsets`].
 #[inline(always)]
-unsafe fn wide_offsets<T: IndexElem>(plan: &Plan<'_>, od: &Odometer, slots: &mut [isize]) -> usize {
+unsafe fn wide_offsets<T: IndexElem, const CLIP: bool>(
+    plan: &Plan<'_>,
+    od: &Odometer,
+    slots: &mut [isize],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use std::any::TypeId;
-        let (Some(inner), [axis]) = (plan.rows.last(), plan.tuple.as_slice()) else {
+        let Some(inner) = plan.rows.last() else {
             return 0;
         };
         let wide = if TypeId::of::<T>() == TypeId::of::<i64>() {
@@ -115,18 +121,22 @@ unsafe fn wide_offsets<T: IndexElem>(plan: &Plan<'_>, od: &Odometer, slots: &mut
         } else {
             return 0;
         };
-        let id_bytes = if wide { 8 } else { 4 };
+        let id_bytes: isize = if wide { 8 } else { 4 };
+        let k = plan.tuple.len() as isize;
         if slots.len() < 8
             || inner.data_stride != 0
-            || inner.index_stride != id_bytes
+            || inner.index_stride != k * id_bytes
+            || (k > 1 && plan.tuple_stride != id_bytes)
             || !crate::machine::wide_vectors()
+            // Clipping on an empty axis is an error the scalar loop reports.
+            || (CLIP && plan.tuple.iter().any(|a| a.size == 0))
         {
             return 0;
         }
         // SAFETY: checked-view invariant (a) of `indices`: within its bytes
         // or one past them; the run's rows are existing rows (caller), whose
-        // indices lie one after the other (index stride = their size) from
-        // the odometer's position.
+        // tuples lie one after the other (index stride = a tuple's size, its
+        // indices side by side) from the odometer's position.
         let ids = unsafe {
             plan.indices
                 .bytes
@@ -134,76 +144,124 @@ unsafe fn wide_offsets<T: IndexElem>(plan: &Plan<'_>, od: &Odometer, slots: &mut
                 .add(plan.indices.offset)
                 .offset(od.index_off)
         };
-        let (size, stride, base, wrap) =
-            (axis.size, axis.data_stride, od.data_off, plan.wrap_negative);
-        // SAFETY: the CPU has AVX-512F and DQ (`wide_vectors`); `ids` holds
-        // `slots.len()` indices of `id_bytes` (above).
-        return unsafe {
-            if wide {
-                offsets_by_eight::<true>(ids, size, stride, base, wrap, slots)
-            } else {
-                offsets_by_eight::<false>(ids, size, stride, base, wrap, slots)
-            }
-        };
+        let (base, wrap) = (od.data_off, plan.wrap_negative);
+        macro_rules! by_eight {
+            ($($axes:pat => $k:literal, $list:expr;)*) => {
+                match plan.tuple.as_slice() {
+                    // SAFETY: the CPU has AVX-512F and DQ (`wide_vectors`);
+                    // `ids` holds `slots.len()` tuples of $k indices of
+                    // `id_bytes` (above).
+                    $($axes => unsafe {
+                        if wide {
+                            offsets_by_eight::<true, CLIP, $k>($list, ids, base, wrap, slots)
+                        } else {
+                            offsets_by_eight::<false, CLIP, $k>($list, ids, base, wrap, slots)
+                        }
+                    },)*
+                    _ => 0,
+                }
+            };
+        }
+        return by_eight!(
+            [a] => 1, [*a];
+            [a, b] => 2, [*a, *b];
+            [a, b, c] => 3, [*a, *b, *c];
+            [a, b, c, d] => 4, [*a, *b, *c, *d];
+        );
+        // Longer tuples stay scalar: de-interleaving costs K * K lane
+        // permutes per eight tuples, and they are rare (a GatherND tuple
+        // indexes that many leading axes).
     }
     #[allow(unreachable_code)]
     0
 }
 
-/// [`wide_offsets`]' loop: `base + resolve(id) * stride` for each of the
-/// `slots.len()` indices at `ids` (`i64` if `WIDE`, else `i32`), eight at a
-/// time, as [`resolve`] does it (not clipping); stops before the first eight
-/// with one outside `0..size`; how many it filled.
+/// [`wide_offsets`]' loop: `base + sum_j resolve(id_j) * axes[j].data_stride`
+/// for each of the `slots.len()` tuples of `K` indices at `ids` (`i64` if
+/// `WIDE`, else `i32`), eight tuples at a time, as [`resolve`] does it;
+/// without `CLIP`, stops before the first eight with an index outside its
+/// axis. How many it filled.
 ///
 /// # Safety
-/// `ids` is readable for `slots.len()` indices; only on a CPU with AVX-512F
-/// and AVX-512DQ.
+/// `ids` is readable for `slots.len() * K` indices; only on a CPU with
+/// AVX-512F and AVX-512DQ; with `CLIP`, no axis is empty.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq")]
 #[link_section = "ndgather_dispatched"]
-unsafe fn offsets_by_eight<const WIDE: bool>(
+unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
+    axes: [TupleAxis; K],
     ids: *const u8,
-    size: usize,
-    stride: isize,
     base: isize,
     wrap: bool,
     slots: &mut [isize],
 ) -> usize {
     use std::arch::x86_64::*;
     // Sizes and strides are below 2^63: as `i64` lanes they keep their values.
-    let (size_v, stride_v) = (
-        _mm512_set1_epi64(size as i64),
-        _mm512_set1_epi64(stride as i64),
-    );
+    let sizes: [__m512i; K] = std::array::from_fn(|j| _mm512_set1_epi64(axes[j].size as i64));
+    let lasts: [__m512i; K] =
+        std::array::from_fn(|j| _mm512_set1_epi64(axes[j].size.wrapping_sub(1) as i64));
+    let strides: [__m512i; K] =
+        std::array::from_fn(|j| _mm512_set1_epi64(axes[j].data_stride as i64));
     let base_v = _mm512_set1_epi64(base as i64);
+    // Eight tuples load as K vectors of eight indices, index j of tuple t at
+    // position K * t + j: lane (K * t + j) % 8 of vector (K * t + j) / 8.
+    // `lanes[j][v]`: which lanes of index j's vector come from vector v, and
+    // from which of its lanes.
+    let lanes: [[(__mmask8, __m512i); K]; K] = std::array::from_fn(|j| {
+        std::array::from_fn(|v| {
+            let (mut mask, mut from) = (0u8, [0i64; 8]);
+            for (t, lane) in from.iter_mut().enumerate() {
+                let at = K * t + j;
+                if at / 8 == v {
+                    mask |= 1 << t;
+                    *lane = (at % 8) as i64;
+                }
+            }
+            // SAFETY: `[i64; 8]` and `__m512i` are both 64 plain bytes.
+            (mask, unsafe {
+                std::mem::transmute::<[i64; 8], __m512i>(from)
+            })
+        })
+    });
+    let id_bytes = if WIDE { 8 } else { 4 };
     let mut at = 0;
     while at + 8 <= slots.len() {
-        // SAFETY: indices at..at + 8 are readable (caller); unaligned loads
-        // take any address.
-        let v = unsafe {
+        // SAFETY: indices K * at .. K * (at + 8) are readable (caller);
+        // unaligned loads take any address.
+        let loaded: [__m512i; K] = std::array::from_fn(|v| unsafe {
+            let p = ids.add(id_bytes * (K * at + 8 * v));
             if WIDE {
-                _mm512_loadu_si512(ids.add(8 * at).cast())
+                _mm512_loadu_si512(p.cast())
             } else {
-                _mm512_cvtepi32_epi64(_mm256_loadu_si256(ids.add(4 * at).cast()))
+                _mm512_cvtepi32_epi64(_mm256_loadu_si256(p.cast()))
             }
-        };
-        // A negative index gains the size when wrapping; then one unsigned
-        // compare rejects everything outside 0..size, negatives included.
-        let v = if wrap {
-            _mm512_mask_add_epi64(
-                v,
-                _mm512_cmplt_epi64_mask(v, _mm512_setzero_si512()),
-                v,
-                size_v,
-            )
-        } else {
-            v
-        };
-        if _mm512_cmpge_epu64_mask(v, size_v) != 0 {
+        });
+        let (mut off, mut bad) = (base_v, 0u8);
+        for j in 0..K {
+            let mut x = loaded[0];
+            if K > 1 {
+                for (v, &(mask, from)) in lanes[j].iter().enumerate() {
+                    x = _mm512_mask_permutexvar_epi64(x, mask, from, loaded[v]);
+                }
+            }
+            // A negative index gains the size when wrapping; then one
+            // unsigned compare rejects everything outside 0..size,
+            // negatives included, or a clamp brings it into 0..size.
+            if wrap {
+                let negative = _mm512_cmplt_epi64_mask(x, _mm512_setzero_si512());
+                x = _mm512_mask_add_epi64(x, negative, x, sizes[j]);
+            }
+            if CLIP {
+                x = _mm512_min_epi64(_mm512_max_epi64(x, _mm512_setzero_si512()), lasts[j]);
+            } else {
+                bad |= _mm512_cmpge_epu64_mask(x, sizes[j]);
+            }
+            // Wrapping multiply and add, as the scalar loop's.
+            off = _mm512_add_epi64(off, _mm512_mullo_epi64(x, strides[j]));
+        }
+        if bad != 0 {
             break;
         }
-        // Wrapping multiply and add, as the scalar loop's.
-        let off = _mm512_add_epi64(base_v, _mm512_mullo_epi64(v, stride_v));
         // SAFETY: slots at..at + 8 lie in `slots`; `isize` is 64 bits here.
         unsafe { _mm512_storeu_si512(slots.as_mut_ptr().add(at).cast(), off) };
         at += 8;
