@@ -55,7 +55,7 @@ pub(crate) struct Tuning {
     /// (docs/performance.md).
     pub(crate) stream_min_slice_bytes: usize,
     /// The loops compiled for AVX-512 (F and DQ) run where the CPU has them
-    /// (see [`wide_vectors`]): a Gather's indices are resolved eight at a
+    /// (see [`wide_vectors`]): indices (a Gather's, a GatherND's tuples) are resolved eight at a
     /// time (`offsets::wide_offsets`), and streamed slices of whole lines
     /// from this width to 512 bytes, into a line-aligned output, go out one
     /// line a store rather than four 16-byte ones, a line's write-combining

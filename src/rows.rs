@@ -10,11 +10,12 @@
 //! Only the plain case is taken: the table's rows contiguous, the ids
 //! `i32` or `i64` counting from the end when negative (what
 //! `gather(table, ids)` and `gather_nd(table, ids[:, None])` mean with
-//! `mode="raise"`), or tuples of them into the table's leading axes (what
+//! `mode="raise"`, or `mode="clip"`, which then clamps them into their
+//! axis), or tuples of them into the table's leading axes (what
 //! `gather_nd(table, tuples)` means: a row is then the slice a tuple
-//! names, down to one element). Anything else, and any id out of range, is
-//! [`Declined`]: the caller runs the general path, which gives every
-//! answer and every error its full form.
+//! names, down to one element). Anything else, and any id out of range
+//! (without clipping), is [`Declined`]: the caller runs the general path,
+//! which gives every answer and every error its full form.
 
 use std::mem::MaybeUninit;
 
@@ -56,7 +57,7 @@ impl RowId for i32 {
 }
 
 /// The row path did not run, and `out` was not written: an id lies outside
-/// `[-rows, rows)`, there are more than [`MAX_ROW_IDS`] ids or none, their
+/// `[-rows, rows)` (without clipping; clipping, an axis is empty), there are more than [`MAX_ROW_IDS`] ids or none, their
 /// rows add up to more than [`MAX_ROW_BYTES`], or the sizes do not describe
 /// whole rows. The general path takes the call.
 #[derive(Debug, PartialEq, Eq)]
@@ -82,6 +83,8 @@ pub struct RowTable<'a> {
 /// its axis when negative, the tuples of each batch (block of the table)
 /// one after the other, as many for each; a row is the slice its tuple
 /// names in its batch's block (with one batch and one axis, rows by ids).
+/// With `clip`, an index outside its axis is clamped into it (after
+/// counting from the end), as `Mode::Clip` does.
 /// Short lists of points, rows or slices, as a service's request names
 /// them, skip the plan.
 ///
@@ -97,9 +100,10 @@ pub fn take_tuples_in<I: RowId>(
     ids: &[I],
     out: &mut [u8],
     cast: Option<Cast>,
+    clip: bool,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    let rows = Rows::new(table, ids)?;
+    let rows = Rows::new(table, ids, clip)?;
     let RowTable {
         bytes: table,
         row_bytes,
@@ -157,10 +161,12 @@ struct Rows<'a, I> {
     per_batch: usize,
     block_rows: usize,
     count: usize,
+    /// Whether an index outside its axis is clamped into it.
+    clip: bool,
 }
 
 impl<'a, I: RowId> Rows<'a, I> {
-    fn new(table: RowTable<'a>, ids: &'a [I]) -> Result<Self, Declined> {
+    fn new(table: RowTable<'a>, ids: &'a [I], clip: bool) -> Result<Self, Declined> {
         let RowTable {
             bytes,
             batches,
@@ -190,6 +196,7 @@ impl<'a, I: RowId> Rows<'a, I> {
             per_batch: count / batches,
             block_rows,
             count,
+            clip,
         })
     }
 
@@ -197,7 +204,8 @@ impl<'a, I: RowId> Rows<'a, I> {
     /// row requested into L2 as it is found if the table is beyond a core's
     /// L2 (the general path's rule, `plan::prefetches`: the requests for
     /// the 180 rows of `ov_gnd8_xml2`, from a table of 840 KiB, took a third
-    /// of its call); [`Declined`] at the first index outside its axis.
+    /// of its call); [`Declined`] at the first index outside its axis
+    /// (without clipping; clipping, at an empty axis).
     #[inline(always)]
     fn offsets(
         &self,
@@ -205,16 +213,18 @@ impl<'a, I: RowId> Rows<'a, I> {
         row_bytes: usize,
         offsets: &mut Offsets,
     ) -> Result<(), Declined> {
-        if prefetches(table.len()) {
-            self.offsets_requested::<true>(table, row_bytes, offsets)
-        } else {
-            self.offsets_requested::<false>(table, row_bytes, offsets)
+        match (prefetches(table.len()), self.clip) {
+            (true, false) => self.offsets_requested::<true, false>(table, row_bytes, offsets),
+            (false, false) => self.offsets_requested::<false, false>(table, row_bytes, offsets),
+            (true, true) => self.offsets_requested::<true, true>(table, row_bytes, offsets),
+            (false, true) => self.offsets_requested::<false, true>(table, row_bytes, offsets),
         }
     }
 
-    /// [`Rows::offsets`], each row requested into L2 if `REQUEST`.
+    /// [`Rows::offsets`], each row requested into L2 if `REQUEST`, its
+    /// indices clamped into their axes if `CLIP`.
     #[inline(always)]
-    fn offsets_requested<const REQUEST: bool>(
+    fn offsets_requested<const REQUEST: bool, const CLIP: bool>(
         &self,
         table: &[u8],
         row_bytes: usize,
@@ -254,14 +264,15 @@ impl<'a, I: RowId> Rows<'a, I> {
                         request::<REQUEST>(
                             table,
                             row_bytes,
-                            base + resolve(id.get(), rows)?,
+                            base + resolve::<CLIP>(id.get(), rows)?,
                             offsets,
                         );
                     }
                 }
                 [n0, n1] => {
                     for pair in ids.chunks_exact(2) {
-                        let row = resolve(pair[0].get(), n0)? * n1 + resolve(pair[1].get(), n1)?;
+                        let row = resolve::<CLIP>(pair[0].get(), n0)? * n1
+                            + resolve::<CLIP>(pair[1].get(), n1)?;
                         request::<REQUEST>(table, row_bytes, base + row, offsets);
                     }
                 }
@@ -269,7 +280,7 @@ impl<'a, I: RowId> Rows<'a, I> {
                     for tuple in ids.chunks_exact(k) {
                         let mut row = 0;
                         for (id, &n) in tuple.iter().zip(self.dims) {
-                            row = row * n + resolve(id.get(), n)?;
+                            row = row * n + resolve::<CLIP>(id.get(), n)?;
                         }
                         request::<REQUEST>(table, row_bytes, base + row, offsets);
                     }
@@ -314,11 +325,12 @@ impl Offsets {
     }
 }
 
-/// `id` resolved on an axis of `n` (negatives count from the end), or
-/// [`Declined`] when out of range (the general path raises the error).
+/// `id` resolved on an axis of `n` (negatives count from the end; clamped
+/// into the axis if `CLIP`), or [`Declined`] when out of range (the general
+/// path raises the error; clipping, only on an empty axis).
 #[inline(always)]
-fn resolve(id: i64, n: usize) -> Result<usize, Declined> {
-    offsets::resolve::<false>(id, n, true).ok_or(Declined)
+fn resolve<const CLIP: bool>(id: i64, n: usize) -> Result<usize, Declined> {
+    offsets::resolve::<CLIP>(id, n, true).ok_or(Declined)
 }
 
 /// The row path with `copy` moving each row (`row_bytes` from `table`) to

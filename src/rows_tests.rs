@@ -21,7 +21,7 @@ fn take_rows_in<I: RowId>(
         dims: &[table.len() / row_bytes],
         row_bytes,
     };
-    take_tuples_in(table, ids, out, cast, run)
+    take_tuples_in(table, ids, out, cast, false, run)
 }
 
 fn take_rows_as<I: RowId>(
@@ -170,7 +170,7 @@ fn tuples_name_the_slices_past_their_axes() {
             dims,
             row_bytes,
         };
-        let got = take_tuples_in(table, &ids, &mut out, None, |c| c());
+        let got = take_tuples_in(table, &ids, &mut out, None, false, |c| c());
         assert_eq!(got, Ok(()));
         assert_eq!(out, naive(&t, row_bytes, &flat));
     }
@@ -192,7 +192,7 @@ fn each_batch_takes_its_tuples_from_its_own_block() {
         row_bytes: 8,
     };
     assert_eq!(
-        take_tuples_in(blocks, &pairs, &mut out, None, |c| c()),
+        take_tuples_in(blocks, &pairs, &mut out, None, false, |c| c()),
         Ok(())
     );
     assert_eq!(out, naive(&t, 8, &want));
@@ -202,18 +202,18 @@ fn each_batch_takes_its_tuples_from_its_own_block() {
         ..blocks
     };
     let mut out = vec![0xAA; 3 * 40];
-    let got = take_tuples_in(rows, &[3i64, -4, 1], &mut out, None, |c| c());
+    let got = take_tuples_in(rows, &[3i64, -4, 1], &mut out, None, false, |c| c());
     assert_eq!(got, Ok(()));
     assert_eq!(out, naive(&t, 40, &[3, 4, 9]));
     // Tuples that do not split evenly into the batches, or blocks that
     // do not make up the table: declined.
-    let got = take_tuples_in(rows, &[0i64, 1], &mut out[..80], None, |c| c());
+    let got = take_tuples_in(rows, &[0i64, 1], &mut out[..80], None, false, |c| c());
     assert_eq!(got, Err(Declined));
     let two = RowTable { batches: 2, ..rows };
-    let got = take_tuples_in(two, &[0i64, 1], &mut out[..80], None, |c| c());
+    let got = take_tuples_in(two, &[0i64, 1], &mut out[..80], None, false, |c| c());
     assert_eq!(got, Err(Declined));
     // An index beyond its block's axis but inside the table's rows.
-    let got = take_tuples_in(rows, &[0i64, 4, 0], &mut out, None, |c| c());
+    let got = take_tuples_in(rows, &[0i64, 4, 0], &mut out, None, false, |c| c());
     assert_eq!(got, Err(Declined));
 }
 
@@ -239,7 +239,7 @@ fn each_index_of_a_tuple_is_checked_against_its_own_axis() {
             dims: &[5, 4],
             row_bytes: 8,
         };
-        let got = take_tuples_in(table, &ids, &mut out, None, |c| c());
+        let got = take_tuples_in(table, &ids, &mut out, None, false, |c| c());
         assert_eq!(got, Err(Declined));
         assert!(out.iter().all(|&b| b == 0xAA));
     }
@@ -252,7 +252,7 @@ fn each_index_of_a_tuple_is_checked_against_its_own_axis() {
             dims,
             row_bytes: 8,
         };
-        take_tuples_in(table, ids, out, None, |c| c())
+        take_tuples_in(table, ids, out, None, false, |c| c())
     };
     assert_eq!(no(&[5, 3], &[0, 0], &mut out[..8]), Err(Declined));
     assert_eq!(no(&[5, 4], &[0, 0, 1], &mut out[..8]), Err(Declined));
@@ -274,4 +274,62 @@ fn declines_what_is_not_a_short_list_of_whole_rows() {
     );
     assert_eq!(take_rows(&t, 8, &[0i64], &mut out[..9]), Err(Declined));
     assert_eq!(take_rows(&[], 8, &[0i64], &mut out[..8]), Err(Declined));
+}
+
+#[test]
+fn clipping_clamps_each_index_into_its_own_axis() {
+    // A (5, 4) table of 8-byte elements: ids name rows of 32 bytes, pairs
+    // elements. Negatives count from the end first, then every index is
+    // clamped into its axis (`Mode::Clip`), against a naive clamp.
+    let t = table(20, 8);
+    let clamp = |i: i64, n: usize| {
+        let n = n as i64;
+        (if i < 0 { i + n } else { i }).clamp(0, n - 1)
+    };
+    let wild = [0i64, 4, 5, -1, -5, -6, 99, i64::MIN, i64::MAX, 2];
+    for (dims, row_bytes) in [(&[5usize][..], 32), (&[5, 4][..], 8)] {
+        let k = dims.len();
+        let ids: Vec<i64> = (0..wild.len() * k)
+            .map(|p| wild[(p * 3 + p / k) % wild.len()])
+            .collect();
+        let flat: Vec<i64> = ids
+            .chunks_exact(k)
+            .map(|tuple| {
+                tuple
+                    .iter()
+                    .zip(dims)
+                    .fold(0, |row, (&i, &n)| row * n as i64 + clamp(i, n))
+            })
+            .collect();
+        let table = RowTable {
+            bytes: &t,
+            batches: 1,
+            dims,
+            row_bytes,
+        };
+        let mut out = vec![0xAA; flat.len() * row_bytes];
+        assert_eq!(
+            take_tuples_in(table, &ids, &mut out, None, true, |c| c()),
+            Ok(())
+        );
+        assert_eq!(out, naive(&t, row_bytes, &flat));
+        // Without clipping, the same ids are declined, `out` untouched.
+        let mut out = vec![0xAA; flat.len() * row_bytes];
+        let got = take_tuples_in(table, &ids, &mut out, None, false, |c| c());
+        assert_eq!(got, Err(Declined));
+        assert!(out.iter().all(|&b| b == 0xAA));
+    }
+    // An empty axis has nothing to clamp into: declined (the general path
+    // raises the error).
+    let empty = RowTable {
+        bytes: &[],
+        batches: 1,
+        dims: &[0],
+        row_bytes: 8,
+    };
+    let mut out = vec![0xAA; 8];
+    assert_eq!(
+        take_tuples_in(empty, &[0i64], &mut out, None, true, |c| c()),
+        Err(Declined)
+    );
 }

@@ -33,9 +33,12 @@ pub(crate) fn gather<'py>(
     // raised it, after `data`'s own errors.
     let target = dtype.map(|d| target_dtype(d, data));
     // A `dtype=` that failed to resolve is left for the general path to raise.
-    if mode == Mode::Raise && wrap_negative && !matches!(target, Some(Err(_))) {
+    // The row path resolves as `raise` and `clip` do, negatives from the end.
+    let row_modes = matches!(mode, Mode::Raise | Mode::Clip);
+    if row_modes && wrap_negative && !matches!(target, Some(Err(_))) {
         let row_target = target.as_ref().and_then(|t| t.as_ref().ok());
-        if let Some(result) = try_take_rows(data, indices, &op, out, row_target)? {
+        let clip = mode == Mode::Clip;
+        if let Some(result) = try_take_rows(data, indices, &op, out, row_target, clip)? {
             return Ok(result);
         }
     }

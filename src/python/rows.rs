@@ -16,8 +16,8 @@ use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::{threads_now, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
 
-/// The result of `op` on `data` and `indices` (with `mode="raise"`,
-/// negatives counting from the end), converted to `target` if given (the
+/// The result of `op` on `data` and `indices` (with `mode="raise"`, or
+/// `mode="clip"` if `clip`; negatives counting from the end), converted to `target` if given (the
 /// resolved `dtype=`), if the row path takes it, else `None` with `out`
 /// untouched.
 pub(crate) fn try_take_rows<'py>(
@@ -26,6 +26,7 @@ pub(crate) fn try_take_rows<'py>(
     op: &Op,
     out: Option<&Bound<'py, PyAny>>,
     target: Option<&Target<'_, 'py>>,
+    clip: bool,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let (Ok(table), Ok(ids)) = (
         data.cast::<PyUntypedArray>(),
@@ -144,9 +145,9 @@ pub(crate) fn try_take_rows<'py>(
     // here.
     let buf = unsafe { first_bytes_mut(&result, bytes) };
     let taken = if id_size == 8 {
-        take::<i64>(py, rows, ids_span, buf, cast)
+        take::<i64>(py, rows, ids_span, buf, cast, clip)
     } else {
-        take::<i32>(py, rows, ids_span, buf, cast)
+        take::<i32>(py, rows, ids_span, buf, cast, clip)
     };
     Ok(taken.then(|| result.into_any()))
 }
@@ -171,7 +172,8 @@ fn plain_ids(ids: &Bound<'_, PyUntypedArray>) -> Option<usize> {
 }
 
 /// The rows of `table`, by ids of type `I` (tuples of `table.dims.len()`),
-/// converted by `cast` if given; whether the row path took them. A result
+/// converted by `cast` if given, clamped into their axes if `clip`; whether
+/// the row path took them. A result
 /// of [`DETACH_MIN_BYTES`](super::detach::DETACH_MIN_BYTES) or more
 /// is copied with the GIL released, as the general path's are (the ids are
 /// read and checked before, with it held).
@@ -181,6 +183,7 @@ fn take<I: RowId>(
     (ptr, len): (*const u8, usize),
     out: &mut [u8],
     cast: Option<Cast>,
+    clip: bool,
 ) -> bool {
     // SAFETY: `ptr` and `len` are the data pointer and byte length of the
     // ids, which `plain_ids` checked to be an aligned, C-contiguous array
@@ -189,5 +192,8 @@ fn take<I: RowId>(
     // before `run`), and `out` shares no byte with them.
     let ids = unsafe { std::slice::from_raw_parts(ptr.cast::<I>(), len / size_of::<I>()) };
     let bytes = out.len();
-    take_tuples_in(table, ids, out, cast, |copy| run_detached(py, bytes, copy)).is_ok()
+    take_tuples_in(table, ids, out, cast, clip, |copy| {
+        run_detached(py, bytes, copy)
+    })
+    .is_ok()
 }

@@ -1,6 +1,7 @@
 """The row path: ``gather(table, ids)`` and ``gather_nd(table, ids[..., None])`` with a short
 list of native ``int32``/``int64`` ids (or ``gather_nd(table, tuples)`` with a short list of
-index tuples), a C-contiguous table and ``mode="raise"`` skip the planner (src/rows.rs).
+index tuples), a C-contiguous table and ``mode="raise"`` or ``mode="clip"`` skip the planner
+(src/rows.rs).
 Whatever it takes, it must answer as the general path does: the same bytes as NumPy's
 ``take`` (or fancy indexing), the same errors with the same attributes, ``out`` untouched on
 an error; and what it declines (long lists, large rows, other layouts and index types, an
@@ -265,6 +266,30 @@ def test_an_id_out_of_range_raises_as_the_general_path_does(
             assert got.value.value == bad and got.value.axis == 0 and got.value.axis_size == 30
             assert got.value.position[0] == bad_at
             assert out is None or (out == 7).all(), "out written before the error"
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("count", [1, 8, 100, 512, 513])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_clip_clamps_every_index_of_ids_and_tuples(index_dtype: Any, count: int, k: int) -> None:
+    # A (6, 5, 4, 3) table: tuples of k indices name its slices past their k axes. Each
+    # index counts from the end when negative, then clamps into its own axis.
+    data = table((6, 5, 4, 3))
+    tuples = RNG.integers(-12, 12, size=(count, k)).astype(index_dtype)
+    tuples[0, :] = np.iinfo(index_dtype).min
+    tuples[-1, :] = np.iinfo(index_dtype).max
+    sizes = np.array(data.shape[:k])
+    wrapped = np.where(tuples < 0, tuples.astype(np.int64) + sizes, tuples)
+    want = data[tuple(np.clip(wrapped, 0, sizes - 1).T)]
+    same_bytes(ndgather.gather_nd(data, tuples, mode="clip"), want)
+    out = np.full_like(want, 7)
+    assert ndgather.gather_nd(data, tuples, mode="clip", out=out) is out
+    same_bytes(out, want)
+    if k == 1:
+        same_bytes(ndgather.gather(data, tuples[:, 0], mode="clip"), want)
+    # An empty axis has nothing to clamp into: the general path's error.
+    with pytest.raises(IndexError):
+        ndgather.gather_nd(np.zeros((0, 3), np.float32), tuples[:, :1], mode="clip")
 
 
 def test_mode_and_attributes_other_than_the_plain_call_keep_their_meaning() -> None:

@@ -76,7 +76,11 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
                 .iter()
                 .any(|t| t.iter().zip(&dims).all(|(&v, &d)| coords[d] == v));
         if keep {
-            let shape: Vec<usize> = coords.iter().enumerate().map(|(a, &c)| sizes[a][c]).collect();
+            let shape: Vec<usize> = coords
+                .iter()
+                .enumerate()
+                .map(|(a, &c)| sizes[a][c])
+                .collect();
             // Element [0, ...] of the chunk, which exists in a chunk with
             // elements (so the sum stays inside the buffer); an empty chunk
             // keeps the array's own offset (its strides may be absurd).
@@ -129,7 +133,11 @@ pub(crate) fn check_chunked(call: &Call, op: Op, expected: &Expected) {
     let (out, got) = gather(None, layout.out_bytes);
     match (expected, got) {
         (Expected::Bytes(want), Ok(())) => {
-            assert!(out == *want, "chunked: wrong bytes (grid {:?})", grid.chunk_sizes);
+            assert!(
+                out == *want,
+                "chunked: wrong bytes (grid {:?})",
+                grid.chunk_sizes
+            );
             // And converting (`dtype=`), through the general chunked walk.
             if let Some(widening) = Widening::of(call) {
                 let want = widening.convert(want, dv.itemsize);

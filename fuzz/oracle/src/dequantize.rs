@@ -213,7 +213,10 @@ pub(crate) fn bytes_of(shape: &[usize], width: usize) -> Option<usize> {
 
 /// The element at `coords` of a C-contiguous array of `shape`.
 fn flat(coords: &[usize], shape: &[usize]) -> usize {
-    coords.iter().zip(shape).fold(0, |acc, (&c, &n)| acc * n + c)
+    coords
+        .iter()
+        .zip(shape)
+        .fold(0, |acc, (&c, &n)| acc * n + c)
 }
 
 /// Whether some array involved could not exist: the axes of `dims` that

@@ -48,8 +48,8 @@ pub use generate::{
     array, data_rank, dim, exec, fill_indices, index_type, itemsize, mode, one_in, pattern,
     LayoutOptions, MAX_SPAN,
 };
-pub use seeded::SplitMix64;
 pub use reference::{check, check_rows, verdict, Op, Outcome, Verdict, MAX_ELEMS, MAX_OUT_BYTES};
+pub use seeded::SplitMix64;
 
 use ndgather::{ArrayView, IndexType, Mode, Validation};
 

@@ -32,8 +32,8 @@ use ndgather::quantized::{
 use ndgather::{ArrayView, GatherError, IndexType, Mode};
 
 use crate::dequantize::{
-    bytes_of, dequantize, out_shape, packed_zero_point_shape, per_byte, scale_shape, too_big,
-    Elem, Float, Kind, Quantized, Shaped,
+    bytes_of, dequantize, out_shape, packed_zero_point_shape, per_byte, scale_shape, too_big, Elem,
+    Float, Kind, Quantized, Shaped,
 };
 use crate::generate::index_value;
 use crate::reference::UNTOUCHED;
@@ -264,7 +264,9 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> Result<()>
     };
     let out_len = if gather_axis < rank {
         let dims = [&shape[..gather_axis], &[n], &shape[gather_axis + 1..]].concat();
-        count(&dims).filter(|&c| c <= MAX_OUT).map(|c| c as usize * width)
+        count(&dims)
+            .filter(|&c| c <= MAX_OUT)
+            .map(|c| c as usize * width)
     } else {
         Some(0)
     };
@@ -432,7 +434,8 @@ fn check_shape(case: &Case) -> Option<Outcome> {
         (Shaped::Invalid, Err(GatherError::InvalidArgument(_))) => Some(Outcome::Invalid),
         (Shaped::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(
-                got, want,
+                got,
+                want,
                 "out shape: the error names another index\n  {}",
                 case.describe()
             );
@@ -530,7 +533,12 @@ fn compare(case: &Case, want: &[Elem], out: &[u8]) {
     ) {
         // The shape `block_quantized_out_shape` gives (checked against this
         // one) holds exactly the elements the gather wrote.
-        assert_eq!(bytes_of(&shape, width), Some(out.len()), "{}", case.describe());
+        assert_eq!(
+            bytes_of(&shape, width),
+            Some(out.len()),
+            "{}",
+            case.describe()
+        );
     }
     for (k, (w, b)) in want.iter().zip(out.chunks_exact(width)).enumerate() {
         let got = match width {

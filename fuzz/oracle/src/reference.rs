@@ -5,7 +5,7 @@
 
 use ndgather::prepared::Prepared;
 use ndgather::{
-    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, OutOfRange, Operator,
+    plan_gather, plan_gather_nd, ArrayView, GatherError, IndexType, Mode, Operator, OutOfRange,
     Validation,
 };
 
@@ -440,29 +440,44 @@ impl Widening {
     pub(crate) fn of(call: &Call) -> Option<Widening> {
         use ndgather::{Cast, Scalar};
         let pick = call.data.shape.len() + call.indices.shape.len() + call.threads;
-        let (from, to, one): (Scalar, Scalar, OneElement) =
-            match (call.data.itemsize, pick % 3) {
-                (1, 0) => (Scalar::I8, Scalar::F32, |b| (b[0] as i8 as f32).to_ne_bytes().to_vec()),
-                (1, _) => (Scalar::I8, Scalar::I64, |b| i64::from(b[0] as i8).to_ne_bytes().to_vec()),
-                (2, 0) => (Scalar::F16, Scalar::F32, |b| f16_to_f32(u16::from_ne_bytes([b[0], b[1]]))),
-                (2, 1) => (Scalar::BF16, Scalar::F32, |b| {
-                    (u32::from(u16::from_ne_bytes([b[0], b[1]])) << 16).to_ne_bytes().to_vec()
-                }),
-                (2, _) => (Scalar::I16, Scalar::I64, |b| {
-                    i64::from(i16::from_ne_bytes([b[0], b[1]])).to_ne_bytes().to_vec()
-                }),
-                (4, _) => (Scalar::I32, Scalar::I64, |b| {
-                    i64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])).to_ne_bytes().to_vec()
-                }),
-                (8, _) => (Scalar::I64, Scalar::F64, |b| {
-                    let mut v = [0u8; 8];
-                    v.copy_from_slice(b);
-                    (i64::from_ne_bytes(v) as f64).to_ne_bytes().to_vec()
-                }),
-                _ => return None,
-            };
+        let (from, to, one): (Scalar, Scalar, OneElement) = match (call.data.itemsize, pick % 3) {
+            (1, 0) => (Scalar::I8, Scalar::F32, |b| {
+                (b[0] as i8 as f32).to_ne_bytes().to_vec()
+            }),
+            (1, _) => (Scalar::I8, Scalar::I64, |b| {
+                i64::from(b[0] as i8).to_ne_bytes().to_vec()
+            }),
+            (2, 0) => (Scalar::F16, Scalar::F32, |b| {
+                f16_to_f32(u16::from_ne_bytes([b[0], b[1]]))
+            }),
+            (2, 1) => (Scalar::BF16, Scalar::F32, |b| {
+                (u32::from(u16::from_ne_bytes([b[0], b[1]])) << 16)
+                    .to_ne_bytes()
+                    .to_vec()
+            }),
+            (2, _) => (Scalar::I16, Scalar::I64, |b| {
+                i64::from(i16::from_ne_bytes([b[0], b[1]]))
+                    .to_ne_bytes()
+                    .to_vec()
+            }),
+            (4, _) => (Scalar::I32, Scalar::I64, |b| {
+                i64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .to_ne_bytes()
+                    .to_vec()
+            }),
+            (8, _) => (Scalar::I64, Scalar::F64, |b| {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(b);
+                (i64::from_ne_bytes(v) as f64).to_ne_bytes().to_vec()
+            }),
+            _ => return None,
+        };
         let cast = Cast::new(from, false, to, false).expect("a widening cast");
-        Some(Widening { cast, to: to.size(), one })
+        Some(Widening {
+            cast,
+            to: to.size(),
+            one,
+        })
     }
 
     /// The plain result's bytes, converted.
@@ -517,14 +532,17 @@ fn check_cast(call: &Call, plan: &ndgather::Plan<'_>, expected: &Expected) {
         (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
             assert_eq!(*got, *want, "cast: the error names another index");
             if call.validation == Validation::BeforeWriting {
-                assert!(out.iter().all(|&b| b == UNTOUCHED), "cast: out= written before an error");
+                assert!(
+                    out.iter().all(|&b| b == UNTOUCHED),
+                    "cast: out= written before an error"
+                );
             }
         }
         (_, got) => panic!("cast: the plain call and the cast disagree: {got:?}"),
     }
 }
 
-/// Runs `call` (with `mode="raise"` from a C-contiguous table, by
+/// Runs `call` (with `mode="raise"` or `mode="clip"` from a C-contiguous table, by
 /// C-contiguous `int32` or `int64` ids: what the row path serves) through
 /// `ndgather::rows::take_tuples_in` and checks it against the references: the
 /// reference's bytes; or, declined with the output untouched, a bad index
@@ -571,14 +589,19 @@ pub fn check_rows(call: &Call) -> Outcome {
         .map(|b| load(call.index_type, b));
     let mut out = vec![UNTOUCHED; count * row_bytes];
     let run = |copy: &mut (dyn FnMut() + Send)| copy();
+    let clip = match call.mode {
+        Mode::Raise => false,
+        Mode::Clip => true,
+        Mode::Zero => panic!("the row path serves no mode=\"zero\""),
+    };
     let got = match call.index_type {
         IndexType::I32 => {
             let ids: Vec<i32> = values.map(|v| v as i32).collect();
-            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, run)
+            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, clip, run)
         }
         IndexType::I64 => {
             let ids: Vec<i64> = values.map(|v| v as i64).collect();
-            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, run)
+            ndgather::rows::take_tuples_in(table, &ids, &mut out, None, clip, run)
         }
         other => panic!("the row path reads no {other:?} ids"),
     };
@@ -630,7 +653,11 @@ fn check_prepared(call: &Call, op: Op, expected: &Expected) {
                 cast.execute(&mut out, call.threads)
                     .expect("a prepared call cannot fail");
                 let want = widening.convert(want, call.data.itemsize);
-                assert!(out == want, "prepared cast {:?}: wrong bytes", widening.cast);
+                assert!(
+                    out == want,
+                    "prepared cast {:?}: wrong bytes",
+                    widening.cast
+                );
             }
         }
         (Expected::Bad(want), Err(GatherError::IndexOutOfRange(got))) => {
@@ -638,7 +665,10 @@ fn check_prepared(call: &Call, op: Op, expected: &Expected) {
         }
         (Expected::Bytes(_), got) => panic!("prepared: reference succeeds, core says {got:?}"),
         (Expected::Bad(want), got) => {
-            panic!("prepared: reference finds {want}, core says {:?}", got.err())
+            panic!(
+                "prepared: reference finds {want}, core says {:?}",
+                got.err()
+            )
         }
     }
 }

@@ -3,7 +3,8 @@
 //! and element width, `int32` and `int64` ids of any value and count
 //! (none, a few, and around its limit of `MAX_ROW_IDS` and around as many
 //! as `MAX_ROW_BYTES` of rows), tuples of one index up to the table's
-//! rank, against the naive reference of this crate.
+//! rank, with `mode="raise"` and `mode="clip"`, against the naive
+//! reference of this crate.
 
 use crate::{check_rows, dim, itemsize, pattern, Array, Exec, Outcome};
 use arbitrary::Unstructured;
@@ -95,8 +96,14 @@ fn generate(u: &mut Unstructured<'_>, outcomes: &mut Vec<Outcome>) -> arbitrary:
         shape: ids_shape,
         itemsize: ty.itemsize(),
     };
+    // The two modes the row path serves.
+    let mode = if u.arbitrary()? {
+        Mode::Clip
+    } else {
+        Mode::Raise
+    };
     let exec = Exec {
-        mode: Mode::Raise,
+        mode,
         validation: Validation::BeforeWriting,
         threads: 1,
         reject_negative: false,
