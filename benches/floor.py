@@ -17,7 +17,10 @@ extension is untouched) with three kernels:
   each writing an output of its own, or each its share of one output). The prefetch distance
   and hint, the unrolling, the streaming, the thread count and split are tuned per case
   (:meth:`GatherFloor.tune`, the same coordinate descent as the read floor's, with a run-off
-  of the finalists at the end). Checked once per case to produce the gather's output.
+  of the finalists at the end); the timed rounds take turns with that setting and the same
+  with the streaming, the split or the 16-byte moves flipped (:data:`FLIPPED`), the floor's
+  fastest sample being the fastest of the four. Checked once per case to produce the
+  gather's output.
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, on every thread, with software prefetch some blocks ahead;
   for the cases' block widths in straight-line code compiled for the width (``touch_fixed``),
@@ -47,6 +50,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +66,13 @@ CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
 READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
+#: The knobs of the gather floor's setting that its timed rounds also try flipped, one at a
+#: time (gather_floor): the stores, the split of the output, the 16-byte moves.
+FLIPPED = ("streaming", "shared", "narrow")
+#: A pause after which the gather floor's timed call takes its next setting (gather_floor):
+#: longer than between a sample's lead-in and the sample, shorter than a round of the others.
+TURN_GAP_S = 0.002
+
 #: Blocks a gather floor copies, untimed, before its tuning (see GatherFloor.tune).
 WARM_BLOCKS = 1 << 19
 UNROLLS = (1, 2, 4, 8)
@@ -501,8 +512,23 @@ def gather_floor(inputs: Inputs) -> Call:
     if not np.array_equal(floor.out[: n * block].reshape(n, block), rows[offsets // block]):
         raise RuntimeError("the gather floor's output differs from the gather")
 
+    # The rounds take turns with the chosen setting and the same with each of FLIPPED
+    # flipped: the floor's time is its fastest sample (report.floor_time), so the fastest of
+    # them in the rounds. The tuning runs back to back, the rounds between the other
+    # candidates, and the two disagreed on the store kind (AMD kind: rows_1m_f64 tuned to
+    # plain stores at 28.5 ms, 44-48 ms in the rounds, where ndgather's streamed gather took
+    # 27 ms and broke the floor). The turn passes only after a gap (other candidates ran): a
+    # sample's untimed lead-in and the sample, back to back, are the same.
+    turns = [setting, *(replace(setting, **{k: not getattr(setting, k)}) for k in FLIPPED)]
+    _tuned["gather"]["rounds_take_turns"] = [s.label() for s in turns]
+    state = {"at": 0, "ended": time.perf_counter()}
+
     def gather(reps: int) -> int:
-        return floor.run(setting, 0, n, reps)
+        if time.perf_counter() - state["ended"] > TURN_GAP_S:
+            state["at"] = (state["at"] + 1) % len(turns)
+        done = floor.run(turns[int(state["at"])], 0, n, reps)
+        state["ended"] = time.perf_counter()
+        return done
 
     return Repeated(gather)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -50,3 +51,55 @@ def test_the_run_off_goes_to_the_fastest_median_not_the_fastest_run(
     assert times["own"] == 1.0 and times["shared"] == 1.2
     # ... but the floor timed in the rounds is the one that is fast every time.
     assert best == Knob("shared")
+
+
+def test_the_timed_rounds_take_turns_with_each_knob_flipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gather floor's timed call runs the tuned setting, then, after each gap (other
+    candidates timed in between), the same with one knob of FLIPPED flipped: its fastest
+    sample is the fastest of them. A sample's lead-in and the sample, back to back, run the
+    same setting."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        floor = pytest.importorskip("benches.floor")
+        np = pytest.importorskip("numpy")
+    finally:
+        sys.path.remove(str(ROOT))
+    data = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    offsets = np.array([16, 0, 56, 8], dtype=np.int64)
+    ran: list[Any] = []
+    tuned = floor.GatherSetting(16, 1, 2, streaming=False, shared=True, narrow=False)
+
+    class Fake:
+        def __init__(self, *_args: Any) -> None:
+            self.out = np.zeros(32, dtype=np.uint8)
+
+        def tune(self, *_args: Any, **_kwargs: Any) -> tuple[Any, dict[str, float]]:
+            return tuned, {tuned.label(): 1.0}
+
+        def run(self, setting: Any, _start: int, count: int, reps: int) -> int:
+            ran.append(setting)
+            self.out[:] = data.reshape(-1)[(offsets[:, None] + np.arange(8)).reshape(-1)]
+            return count * reps
+
+    clock = [0.0]
+    monkeypatch.setattr(floor, "available", lambda: None)
+    monkeypatch.setattr(floor, "block_offsets", lambda _inputs: (offsets, 8))
+    monkeypatch.setattr(floor, "GatherFloor", Fake)
+    monkeypatch.setattr(floor.time, "perf_counter", lambda: clock[0])
+    floor.configure(2)
+    call = floor.gather_floor(SimpleNamespace(data=data))
+    ran.clear()
+    for _ in range(2 * (len(floor.FLIPPED) + 1)):
+        clock[0] += 1.0  # a gap: another candidate's sample
+        call.fn(3)  # the lead-in
+        call.fn(5)  # the sample, right after it
+    pairs = list(zip(ran[::2], ran[1::2], strict=True))
+    assert all(lead == sample for lead, sample in pairs)
+    samples = [sample for _, sample in pairs]
+    flips = [{k for k in floor.FLIPPED if getattr(s, k) != getattr(tuned, k)} for s in samples]
+    assert sorted(map(sorted, flips[: len(floor.FLIPPED) + 1])) == sorted(
+        [[], *([k] for k in floor.FLIPPED)]
+    )
+    assert flips[: len(floor.FLIPPED) + 1] == flips[len(floor.FLIPPED) + 1 :]
