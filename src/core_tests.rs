@@ -518,9 +518,10 @@ fn huge_strides_of_an_empty_data_do_not_overflow() {
     ));
 }
 
-/// GatherND tuples of one to five indices, resolved eight tuples at a time
-/// where the CPU allows (`offsets::wide_offsets` takes up to four) and one
-/// at a time otherwise, against a naive loop: `i64` and `i32` indices,
+/// GatherND tuples of one to five indices, resolved (and, before writing,
+/// validated) eight tuples at a time where the CPU allows
+/// (`offsets::wide_run` takes up to four) and one at a time otherwise,
+/// against a naive loop: `i64` and `i32` indices,
 /// negatives from the end or rejected, a bad index at every position of its
 /// eight and in the scalar tail, in each place of its tuple, every mode.
 #[test]
@@ -597,9 +598,17 @@ fn tuples_resolved_eight_at_a_time_are_exact() {
                     };
                     let first_bad =
                         (0..n * k).find(|&p| resolve(ids[p], sizes[p % k], false).is_none());
-                    for mode in [Mode::Raise, Mode::Zero, Mode::Clip] {
+                    let runs = [Mode::Raise, Mode::Zero, Mode::Clip]
+                        .into_iter()
+                        .flat_map(|m| {
+                            [
+                                (m, Validation::WhileCopying),
+                                (m, Validation::BeforeWriting),
+                            ]
+                        });
+                    for (mode, validation) in runs {
                         let mut out = vec![0xEEu8; plan.out_bytes()];
-                        let got = plan.execute(mode, &mut out, Validation::WhileCopying, 1);
+                        let got = plan.execute(mode, &mut out, validation, 1);
                         if let (Mode::Raise, Some(p)) = (mode, first_bad) {
                             match got {
                                 Err(GatherError::IndexOutOfRange(e)) => assert_eq!(

@@ -108,12 +108,34 @@ unsafe fn wide_offsets<T: IndexElem, const CLIP: bool>(
     od: &Odometer,
     slots: &mut [isize],
 ) -> usize {
+    match plan.rows.last() {
+        // SAFETY: forwarded; the run's rows' tuples lie `index_stride` apart
+        // from the odometer's position.
+        Some(inner) if inner.data_stride == 0 => unsafe {
+            wide_run::<T, CLIP>(plan, od.index_off, inner.index_stride, od.data_off, slots)
+        },
+        _ => 0,
+    }
+}
+
+/// [`wide_offsets`] for the `slots.len()` tuples `step` bytes apart from
+/// `index_off` (from the first index of `indices`), each offset from
+/// `base`: 0 unless they lie one after the other (`step` a tuple's size, its
+/// indices side by side) and the CPU has the loop.
+///
+/// # Safety
+/// Those tuples are tuples of existing index rows of `plan`.
+#[inline(always)]
+unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
+    plan: &Plan<'_>,
+    index_off: isize,
+    step: isize,
+    base: isize,
+    slots: &mut [isize],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use std::any::TypeId;
-        let Some(inner) = plan.rows.last() else {
-            return 0;
-        };
         let wide = if TypeId::of::<T>() == TypeId::of::<i64>() {
             true
         } else if TypeId::of::<T>() == TypeId::of::<i32>() {
@@ -124,8 +146,7 @@ unsafe fn wide_offsets<T: IndexElem, const CLIP: bool>(
         let id_bytes: isize = if wide { 8 } else { 4 };
         let k = plan.tuple.len() as isize;
         if slots.len() < 8
-            || inner.data_stride != 0
-            || inner.index_stride != k * id_bytes
+            || step != k * id_bytes
             || (k > 1 && plan.tuple_stride != id_bytes)
             || !crate::machine::wide_vectors()
             // Clipping on an empty axis is an error the scalar loop reports.
@@ -134,17 +155,17 @@ unsafe fn wide_offsets<T: IndexElem, const CLIP: bool>(
             return 0;
         }
         // SAFETY: checked-view invariant (a) of `indices`: within its bytes
-        // or one past them; the run's rows are existing rows (caller), whose
-        // tuples lie one after the other (index stride = a tuple's size, its
-        // indices side by side) from the odometer's position.
+        // or one past them; the tuples are existing rows' (caller), one
+        // after the other from `index_off` (`step` = a tuple's size, its
+        // indices side by side).
         let ids = unsafe {
             plan.indices
                 .bytes
                 .as_ptr()
                 .add(plan.indices.offset)
-                .offset(od.index_off)
+                .offset(index_off)
         };
-        let (base, wrap) = (od.data_off, plan.wrap_negative);
+        let wrap = plan.wrap_negative;
         macro_rules! by_eight {
             ($($axes:pat => $k:literal, $list:expr;)*) => {
                 match plan.tuple.as_slice() {
@@ -375,6 +396,11 @@ pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
 /// itself has no branch, so the loop runs at the speed of the loads.
 const CHECK_CHUNK: usize = 64;
 
+/// Index rows a validation resolves eight at a time between two looks at
+/// the verdict (`wide_run`; their offsets go to a scratch buffer of this
+/// many on the stack, and are dropped).
+const WIDE_CHECK_ROWS: usize = 256;
+
 /// The first bad index in `run` index rows along the innermost axis from
 /// the odometer's position: `(row within the run, position in tuple)`.
 ///
@@ -402,7 +428,20 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
         };
         resolve::<CLIP>(v, axes[j].size, plan.wrap_negative).is_some()
     };
+    // Eight tuples at a time where the CPU allows, up to the first eight
+    // that hold a bad index, which the loop below then finds.
     let mut start = 0;
+    let mut scratch = [0isize; WIDE_CHECK_ROWS];
+    while start < run {
+        let len = (run - start).min(WIDE_CHECK_ROWS);
+        let at = od.index_off + start as isize * step;
+        // SAFETY: rows start..start + len of this run exist (caller).
+        let good = unsafe { wide_run::<T, CLIP>(plan, at, step, 0, &mut scratch[..len]) };
+        start += good;
+        if good < len {
+            break;
+        }
+    }
     while start < run {
         let end = (start + CHECK_CHUNK).min(run);
         let all_good = (start..end).fold(true, |ok, r| {
