@@ -641,8 +641,8 @@ unsafe fn copy_any<const NT: bool>(src: *const u8, dst: *mut u8, len: usize) {
 /// in 16-byte pieces, none of which then straddles two lines (a 32- or 64-byte piece at 16
 /// bytes past a line does: 128-byte rows took 25 ns a row so on the AMD kind, against 6.5
 /// ns from a line-aligned table and 10 ns for ndgather's 16-byte moves), the prefetch asks
-/// for each block's last line too ([`prefetch_fixed`]), and it comes after the block's copy,
-/// not before (with hint T2: 9-10 ns a row, against 12-16 ns before it). The tuning tries
+/// for each block's last line too ([`prefetch_fixed`]; so it does without `narrow` for blocks
+/// that may not start on a line), and it comes after the block's copy, not before (with hint T2: 9-10 ns a row, against 12-16 ns before it). The tuning tries
 /// both ways.
 ///
 /// # Safety
@@ -660,6 +660,10 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
     narrow: bool,
 ) {
     let at = |off: u64| data.wrapping_add(off as usize);
+    // Blocks that may not start on a line (the offsets are multiples of `block`) have their
+    // last line requested too, however they are copied: without it the whole-line copy of
+    // 512-byte rows 16 bytes past a line missed a line a row, which ndgather requests.
+    let off_line = !(data as usize).is_multiple_of(LINE) || !block.is_multiple_of(LINE);
     let mut now_chunks = now.chunks_exact(U);
     let mut ahead_chunks = ahead.chunks_exact(U);
     for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
@@ -681,7 +685,7 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
                         }
                     } else {
                         if prefetch_ahead {
-                            prefetch_fixed::<W, H>(at(a[u]), narrow);
+                            prefetch_fixed::<W, H>(at(a[u]), narrow || off_line);
                         }
                         copy_fixed::<W, NT>(at(c[u]), dst);
                     }
