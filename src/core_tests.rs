@@ -518,6 +518,18 @@ fn huge_strides_of_an_empty_data_do_not_overflow() {
     ));
 }
 
+/// `ids` as the bytes of an `int64` array if `wide`, else of an `int32`
+/// one (each value cast), with its index type and item size.
+fn index_bytes(ids: &[i64], wide: bool) -> (Vec<u8>, IndexType, isize) {
+    if wide {
+        let bytes = ids.iter().flat_map(|v| v.to_ne_bytes());
+        (bytes.collect(), IndexType::I64, 8)
+    } else {
+        let bytes = ids.iter().flat_map(|&v| (v as i32).to_ne_bytes());
+        (bytes.collect(), IndexType::I32, 4)
+    }
+}
+
 /// GatherND tuples of one to five indices, resolved (and, before writing,
 /// validated) eight tuples at a time where the CPU allows
 /// (`offsets::wide_run` takes up to four) and one at a time otherwise,
@@ -563,17 +575,7 @@ fn tuples_resolved_eight_at_a_time_are_exact() {
                     ids[p * k + place] = bad;
                 }
                 for (wide, wrap) in [(true, true), (false, true), (true, false)] {
-                    let (ib, ty, size): (Vec<u8>, _, _) = if wide {
-                        let bytes = ids.iter().flat_map(|v| v.to_ne_bytes());
-                        (bytes.collect(), IndexType::I64, 8)
-                    } else {
-                        let narrow = ids.iter().map(|&v| v as i32);
-                        (
-                            narrow.flat_map(|v| v.to_ne_bytes()).collect(),
-                            IndexType::I32,
-                            4,
-                        )
-                    };
+                    let (ib, ty, size) = index_bytes(&ids, wide);
                     let i = ArrayView {
                         bytes: &ib,
                         offset: 0,
@@ -668,20 +670,7 @@ fn indices_resolved_eight_at_a_time_are_exact() {
                 ids[p] = bad;
             }
             for wide in [true, false] {
-                let (ib, ty, size): (Vec<u8>, _, _) = if wide {
-                    (
-                        ids.iter().flat_map(|v| v.to_ne_bytes()).collect(),
-                        IndexType::I64,
-                        8,
-                    )
-                } else {
-                    let narrow = ids.iter().map(|&v| v as i32);
-                    (
-                        narrow.flat_map(|v| v.to_ne_bytes()).collect(),
-                        IndexType::I32,
-                        4,
-                    )
-                };
+                let (ib, ty, size) = index_bytes(&ids, wide);
                 let i = ArrayView {
                     bytes: &ib,
                     offset: 0,
