@@ -183,15 +183,15 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
                 }
             };
         }
+        // Longer tuples stay scalar: de-interleaving costs K * K lane
+        // permutes per eight tuples, and they are rare (a GatherND tuple
+        // indexes that many leading axes).
         return by_eight!(
             [a] => 1, [*a];
             [a, b] => 2, [*a, *b];
             [a, b, c] => 3, [*a, *b, *c];
             [a, b, c, d] => 4, [*a, *b, *c, *d];
         );
-        // Longer tuples stay scalar: de-interleaving costs K * K lane
-        // permutes per eight tuples, and they are rare (a GatherND tuple
-        // indexes that many leading axes).
     }
     #[allow(unreachable_code)]
     0
