@@ -50,6 +50,31 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
+/// An empty buffer with room for `n` bytes, on 2 MiB pages where it is
+/// large, as NumPy allocates the arrays the Python benchmarks gather from
+/// and into (it asks for huge pages from 4 MiB on; where transparent huge
+/// pages are `madvise` only, a plain `Vec` gets 4 KiB pages). Without it a
+/// case of random rows of a large table measured page walks NumPy's users
+/// never pay: `ov_gnd8_xml1` on one thread took 26 us here against 14.75 us
+/// from Python (docs/performance.md, tuning log).
+fn numpy_like(n: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        if n >= 2 * HUGE {
+            let start = v.as_mut_ptr();
+            let lead = start.align_offset(HUGE);
+            let len = (n - lead) / HUGE * HUGE;
+            // SAFETY: madvise only gives the kernel a hint about pages of
+            // this allocation (the whole huge pages inside its `n` bytes),
+            // which nothing else uses; a failure is harmless and ignored.
+            unsafe { libc::madvise(start.add(lead).cast(), len, libc::MADV_HUGEPAGE) };
+        }
+    }
+    v
+}
+
 /// A number in `0..n` from the seeded sequence.
 fn below(rng: &mut SplitMix64, n: usize) -> i64 {
     (rng.next() % n as u64) as i64
@@ -121,7 +146,8 @@ impl Case {
 
     fn build(&self) -> Inputs {
         let n_data: usize = self.data_shape.iter().product::<usize>() * self.itemsize;
-        let data: Vec<u8> = (0..n_data).map(|i| (i % 251) as u8).collect();
+        let mut data = numpy_like(n_data);
+        data.extend((0..n_data).map(|i| (i % 251) as u8));
         let bounds = self.bounds();
         let n_idx: usize = self.indices_shape.iter().product();
         let mut rng = SplitMix64(0x5EED);
@@ -172,7 +198,8 @@ fn bench_cases(c: &mut Criterion) {
     for case in &cases() {
         let inputs = case.build();
         let out_bytes = case.plan(&inputs).out_bytes();
-        let mut out = vec![0u8; out_bytes]; // warm: written once here
+        let mut out = numpy_like(out_bytes);
+        out.resize(out_bytes, 0); // warm: written once here
         let mut group = c.benchmark_group(&case.name);
         group.throughput(Throughput::Bytes(out_bytes as u64));
         if out_bytes >= 1 << 20 {
