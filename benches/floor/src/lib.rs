@@ -642,8 +642,8 @@ unsafe fn copy_any<const NT: bool>(src: *const u8, dst: *mut u8, len: usize) {
 /// bytes past a line does: 128-byte rows took 25 ns a row so on the AMD kind, against 6.5
 /// ns from a line-aligned table and 10 ns for ndgather's 16-byte moves), the prefetch asks
 /// for each block's last line too ([`prefetch_fixed`]; so it does without `narrow` for blocks
-/// that may not start on a line), and it comes after the block's copy, not before (with hint T2: 9-10 ns a row, against 12-16 ns before it). The tuning tries
-/// both ways.
+/// that may not start on a line), and it comes after the block's copy, not before (with hint
+/// T2: 9-10 ns a row, against 12-16 ns before it). The tuning tries both ways.
 ///
 /// # Safety
 /// Every `data + now[i] .. + block` is readable; `[dst, dst + now.len() * block)` writable
