@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyCapsule;
 
+use crate::machine::LINE;
 use crate::{pool, span, ArrayView, GatherError, IndexType};
 
 /// `numpy.asarray`, looked up once (filled at import: see `cells`).
@@ -90,20 +91,42 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
     })
 }
 
+/// Where in a cache line a new result should start to lie as the array
+/// whose element `[0, ..., 0]` is at `first` does: its offset past a line,
+/// rounded down to 16 bytes (the most any dtype's alignment asks, and the
+/// alignment of NumPy's own large buffers, which start 16 bytes past a
+/// line). A row copied between two arrays at the same offset is copied by
+/// aligned loads and stores alike; at different offsets every 64-byte load
+/// of a streamed whole line straddles two lines (AMD kind, `rows_1m_256b`
+/// `out=` from NumPy's `data`: 17.3 ms into a line-aligned output, 13.0 ms
+/// at `data`'s offset; docs/performance.md).
+pub(crate) fn line_phase(first: *const u8) -> usize {
+    first.addr() % LINE / 16 * 16
+}
+
 /// A new C-contiguous array of `shape` with `data`'s dtype (byte order
 /// included), `bytes` long. Large results of plain dtypes live in a pooled
-/// buffer whose pages are already mapped (see `pool`), which goes back to
-/// the pool when the array (and every view of it) is freed; other plain
-/// results are left uninitialised; NumPy zero-fills dtypes that hold
-/// references.
+/// buffer whose pages are already mapped (see `pool`), `phase` bytes past
+/// its first line (see [`line_phase`]: 0 to 48, a multiple of 16), which
+/// goes back to the pool when the array (and every view of it) is freed;
+/// other plain results are left uninitialised; NumPy zero-fills dtypes that
+/// hold references.
 pub(crate) fn new_output<'py>(
     py: Python<'py>,
     dtype: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
     bytes: usize,
+    phase: usize,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let buffer = (!dtype.has_object()).then(|| pool::take(bytes)).flatten();
-    let data = buffer.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr());
+    let phase = phase % LINE / 16 * 16;
+    let buffer = (!dtype.has_object())
+        .then(|| pool::take(bytes.checked_add(phase)?))
+        .flatten();
+    // `phase < 64` bytes into a buffer of at least `bytes + phase`: the
+    // array's bytes lie inside it, 16-byte aligned (the buffer is a page).
+    let data = buffer
+        .as_ref()
+        .map_or(std::ptr::null_mut(), |b| b.as_ptr().wrapping_add(phase));
     // A pooled buffer's owner, the array's base: it gives the buffer back
     // when the array and every view of it are freed.
     let owner = buffer
@@ -128,9 +151,10 @@ pub(crate) fn new_output<'py>(
     let flags = owner.as_ref().map_or(0, |_| npyffi::NPY_ARRAY_WRITEABLE);
     // SAFETY: NewFromDescr steals one reference to the descriptor, which
     // `into_dtype_ptr` hands over; `dims` has `shape.len()` entries, read
-    // only; null strides ask for C order; `data` is null or a pooled
-    // buffer of at least the array's bytes (pool::take(bytes)), aligned for
-    // any dtype, which `owner` keeps alive for as long as the array:
+    // only; null strides ask for C order; `data` is null or `phase` bytes
+    // into a pooled buffer of at least `bytes + phase` (pool::take), so
+    // 16-byte aligned, as any dtype needs, and `owner` keeps it alive as long
+    // as the array:
     // SetBaseObject hands it the capsule's reference.
     unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(

@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::args::{mode_arg, Int64, Op};
-use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
+use super::arrays::{bytes_mut, data_array, index_array, line_phase, new_output, view};
 use super::casts::{cast_for, target_dtype};
-use super::deliver::fresh;
+use super::deliver::{fresh, Planned};
 use crate::chunked::{
     chunked_layout, copy_and_digest, gather_chunks, touched_chunks, ChunkGrid, Whole,
 };
@@ -25,7 +25,7 @@ fn whole(data_shape: Option<Vec<usize>>, index_offset: Option<Vec<usize>>) -> Op
 /// An empty array of `dtype`, through which the one-shot checks of a dtype
 /// run (`data_array`, `index_array`) with their own messages.
 fn empty<'py>(dtype: &Bound<'py, PyArrayDescr>) -> PyResult<Bound<'py, PyAny>> {
-    Ok(new_output(dtype.py(), dtype, &[0], 0)?.into_any())
+    Ok(new_output(dtype.py(), dtype, &[0], 0, 0)?.into_any())
 }
 
 /// ``(out_shape, batch_dims, indexed_axes)`` of a gather (``axis=None``: a
@@ -182,7 +182,15 @@ pub(crate) fn gather_chunks_py<'py>(
         )
     };
     // No `out=`: the result is new, and no chunk can share its memory.
-    fresh(&rdtype, &layout.out_shape, bytes, bytes, &run)
+    let result = Planned {
+        shape: &layout.out_shape,
+        bytes,
+        work: bytes,
+        reads: &[],
+        // The chunks lie wherever their owners put them, each its own way.
+        phase: 0,
+    };
+    fresh(&rdtype, &result, &run)
 }
 
 /// ``(copy, digest)`` of a C-contiguous array of a plain dtype: a new
@@ -202,7 +210,15 @@ pub(crate) fn snapshot_py<'py>(
     }
     let src = view(a)?.bytes;
     let out = copy
-        .then(|| new_output(py, &a.dtype(), a.shape(), src.len()))
+        .then(|| {
+            new_output(
+                py,
+                &a.dtype(),
+                a.shape(),
+                src.len(),
+                line_phase(src.as_ptr()),
+            )
+        })
         .transpose()?;
     // SAFETY: the array was just made; nothing else refers to its buffer,
     // which cannot overlap `a`'s.

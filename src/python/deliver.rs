@@ -28,6 +28,9 @@ pub(crate) struct Planned<'a> {
     /// The arrays it reads: an `out` sharing memory with them is filled
     /// through a fresh result.
     pub(crate) reads: &'a [&'a ArrayView<'a>],
+    /// Where in a line a new result starts (`arrays::line_phase` of the
+    /// array gathered from).
+    pub(crate) phase: usize,
 }
 
 /// Runs `run` into a new array of `dtype`, or into `out` (checked against
@@ -39,7 +42,7 @@ pub(crate) fn deliver<'py>(
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let Some(out) = out else {
-        return Ok(fresh(dtype, result.shape, result.bytes, result.work, run)?.into_any());
+        return Ok(fresh(dtype, result, run)?.into_any());
     };
     let target = check_out(out, dtype, result.shape)?;
     let reads = result
@@ -49,7 +52,7 @@ pub(crate) fn deliver<'py>(
     if dtype.has_object() || overlaps(&target, reads) {
         // Gather aside, then assign: correct for any overlap, and NumPy
         // swaps the object references `out` held.
-        let fresh = fresh(dtype, result.shape, result.bytes, result.work, run)?;
+        let fresh = fresh(dtype, result, run)?;
         copy_into(&target, &fresh)?;
     } else {
         // SAFETY: `target` is C-contiguous and writeable (check_out), and
@@ -63,17 +66,15 @@ pub(crate) fn deliver<'py>(
     Ok(out.clone())
 }
 
-/// Gathers into a new array of `dtype` and `shape`, `bytes` long, moving
-/// `work` bytes.
+/// Gathers into a new array of `dtype` and the result's shape, placed in
+/// a line as it says.
 pub(crate) fn fresh<'py>(
     dtype: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-    bytes: usize,
-    work: usize,
+    result: &Planned<'_>,
     run: &Run<'_>,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let py = dtype.py();
-    let array = new_output(py, dtype, shape, bytes)?;
+    let array = new_output(py, dtype, result.shape, result.bytes, result.phase)?;
     // SAFETY: the array was just made; nothing else refers to its buffer.
     let buf = unsafe { bytes_mut(&array) };
     if dtype.has_object() {
@@ -88,7 +89,7 @@ pub(crate) fn fresh<'py>(
         }
         own_copied_references(&array)?;
     } else {
-        run_detached(py, work, || {
+        run_detached(py, result.work, || {
             run(buf, Validation::WhileCopying, num_threads())
         })?;
     }

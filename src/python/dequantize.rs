@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use super::args::mode_arg;
 use super::arrays::view;
 use super::casts::scalar;
-use super::deliver::fresh;
+use super::deliver::{fresh, Planned};
 use super::mapped::Mapping;
 use crate::pages::OneShot;
 use crate::plan::{plan_op, Operator};
@@ -154,7 +154,15 @@ pub(crate) fn gather_block_quantized_py<'py>(
         .iter()
         .try_fold(sdtype.itemsize(), |a, &d| a.checked_mul(d))
         .ok_or_else(|| GatherError::Overflow("the result's size overflows 64 bits".into()))?;
-    fresh(&sdtype, &out_shape, n_bytes, n_bytes, &|out, _, threads| {
+    let result = Planned {
+        shape: &out_shape,
+        bytes: n_bytes,
+        work: n_bytes,
+        reads: &[],
+        // Dequantised values: no row of the result is a copy of one read.
+        phase: 0,
+    };
+    fresh(&sdtype, &result, &|out, _, threads| {
         gather_block_quantized(&q, idx, out, threads)
     })
 }

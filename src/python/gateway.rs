@@ -6,7 +6,7 @@ use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
 use super::args::{mode_arg, Op};
-use super::arrays::{data_array, index_array, view};
+use super::arrays::{data_array, index_array, line_phase, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::mapped::Mapping;
@@ -71,6 +71,7 @@ pub(crate) fn gather<'py>(
         bytes: plan.out_bytes(),
         work: plan.work_bytes(),
         reads: &[&dview, &iview],
+        phase: line_phase(dview.first()),
     };
     deliver(&dtype, &result, out, &|buf, validation, threads| {
         plan.execute(mode, buf, validation, threads)

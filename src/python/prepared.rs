@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyString, PyTuple};
 
 use super::args::{mode_arg, Int64, Op};
-use super::arrays::{data_array, index_array, view};
+use super::arrays::{data_array, index_array, line_phase, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{deliver, Planned};
 use super::detach::run_detached;
@@ -114,6 +114,7 @@ impl PreparedGather {
             bytes: call.out_bytes(),
             work: call.work_bytes(),
             reads: &[&dview],
+            phase: line_phase(dview.first()),
         };
         // A call reads no index, so validation does not apply to it.
         deliver(&dtype, &result, out, &|buf, _, threads| {
