@@ -22,6 +22,7 @@ mod execute;
 mod fork;
 mod half;
 mod hints;
+mod huge_pages;
 mod index;
 mod kernel;
 mod layout;

@@ -81,6 +81,10 @@ impl Buffer {
         if ptr == libc::MAP_FAILED {
             return None;
         }
+        // A result is written right after it is made: 2 MiB pages take a
+        // fault where 4 KiB ones take 512 (AMD kind, `rows_1m_256b`'s first
+        // new array: 78 -> 33-40 ms; docs/performance.md).
+        crate::huge_pages::advise(ptr.cast(), capacity);
         NonNull::new(ptr.cast()).map(|ptr| Buffer { ptr, capacity })
     }
 }

@@ -77,20 +77,6 @@ pub(super) fn with_capacity<T>(n: usize) -> Result<Vec<T>> {
     v.try_reserve_exact(n).map_err(|_| {
         GatherError::OutOfMemory(format!("cannot allocate {n} words of a prepared gather"))
     })?;
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let bytes = n * std::mem::size_of::<T>();
-        if bytes >= 2 * HUGE {
-            let start = v.as_mut_ptr().cast::<u8>();
-            let lead = start.align_offset(HUGE);
-            let len = (bytes - lead) / HUGE * HUGE;
-            // SAFETY: madvise only gives the kernel a hint about pages of
-            // this allocation (the aligned whole huge pages inside its
-            // `bytes`), which it owns and nothing else uses; failure is
-            // harmless and ignored.
-            unsafe { libc::madvise(start.add(lead).cast(), len, libc::MADV_HUGEPAGE) };
-        }
-    }
+    crate::huge_pages::advise(v.as_mut_ptr().cast(), n * std::mem::size_of::<T>());
     Ok(v)
 }
