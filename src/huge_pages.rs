@@ -34,7 +34,13 @@ mod tests {
     fn advice_leaves_the_bytes_alone_whatever_the_start_and_size() {
         let mut buf: Vec<u8> = (0..9 << 20).map(|i| (i % 251) as u8).collect();
         let before = buf.clone();
-        for (from, bytes) in [(0, 9 << 20), (1, (9 << 20) - 1), (4095, 5 << 20), (7, 100), (0, 0)] {
+        for (from, bytes) in [
+            (0, 9 << 20),
+            (1, (9 << 20) - 1),
+            (4095, 5 << 20),
+            (7, 100),
+            (0, 0),
+        ] {
             advise(buf[from..].as_mut_ptr(), bytes);
         }
         assert_eq!(buf, before);

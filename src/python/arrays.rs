@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyCapsule;
 
-use crate::machine::LINE;
+use crate::machine::{tuning, LINE};
 use crate::{pool, span, ArrayView, GatherError, IndexType};
 
 /// `numpy.asarray`, looked up once (filled at import: see `cells`).
@@ -92,8 +92,9 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 }
 
 /// Where in a cache line a new result should start to lie as the array
-/// whose element `[0, ..., 0]` is at `first` does: its offset past a line,
-/// rounded down to 16 bytes (the most any dtype's alignment asks, and the
+/// whose element `[0, ..., 0]` is at `first` does, where the machine's
+/// model says so (`machine::Tuning::results_lie_as_data`; else on a line):
+/// its offset past a line, rounded down to 16 bytes (the most any dtype's alignment asks, and the
 /// alignment of NumPy's own large buffers, which start 16 bytes past a
 /// line). A row copied between two arrays at the same offset is copied by
 /// aligned loads and stores alike; at different offsets every 64-byte load
@@ -101,7 +102,11 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 /// `out=` from NumPy's `data`: 17.3 ms into a line-aligned output, 13.0 ms
 /// at `data`'s offset; docs/performance.md).
 pub(crate) fn line_phase(first: *const u8) -> usize {
-    first.addr() % LINE / 16 * 16
+    if tuning().results_lie_as_data {
+        first.addr() % LINE / 16 * 16
+    } else {
+        0
+    }
 }
 
 /// A new C-contiguous array of `shape` with `data`'s dtype (byte order

@@ -236,10 +236,12 @@ def test_a_forked_child_drops_the_parents_pooled_buffers() -> None:
     out = run_child(code).split()
     assert "hung" not in out, out
     pooled, parent_rss, child_pooled, child_rss, child_own, child_later = map(int, out)
-    assert pooled == 144 << 20, "the parent keeps its pool"
+    # A buffer holds its result and up to 48 bytes before it (the result starts where `data`
+    # does in a cache line: docs/api.md, section 3).
+    assert 144 << 20 <= pooled <= (144 << 20) + 3 * 48, "the parent keeps its pool"
     assert child_pooled == 0, "the child dropped the buffers it inherited"
     assert parent_rss - child_rss > pooled * 9 // 10, "and their pages with them"
-    assert child_own == 2 << 20, "its own freed result is pooled"
+    assert 2 << 20 <= child_own <= (2 << 20) + 48, "its own freed result is pooled"
     assert child_later == 0, "and leaves by itself after IDLE_RELEASE_SECONDS"
 
 
