@@ -126,6 +126,8 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or "unknown",
         "kind": machine_kind(),
         "caches": _caches(),
+        # The thresholds ndgather derived from them (docs/architecture.md's model).
+        "ndgather_tuning": dict(getattr(ndgather._core, "_TUNING", {})),
         "cores": os.cpu_count(),
         "usable_cores": usable,
         "memory_gib": _memory_gib(),

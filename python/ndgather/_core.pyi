@@ -7,6 +7,7 @@ import numpy.typing as npt
 __version__: str
 MAX_THREADS: int
 IDLE_RELEASE_SECONDS: float
+_TUNING: dict[str, int | bool]
 
 _Mode = Literal["raise", "zero", "clip"]
 

@@ -91,18 +91,21 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
     })
 }
 
-/// Where in a cache line a new result should start to lie as the array
-/// whose element `[0, ..., 0]` is at `first` does, where the machine's
-/// model says so (`machine::Tuning::results_lie_as_data`; else on a line):
-/// its offset past a line, rounded down to 16 bytes (the most any dtype's alignment asks, and the
-/// alignment of NumPy's own large buffers, which start 16 bytes past a
-/// line). A row copied between two arrays at the same offset is copied by
-/// aligned loads and stores alike; at different offsets every 64-byte load
-/// of a streamed whole line straddles two lines (AMD kind, `rows_1m_256b`
-/// `out=` from NumPy's `data`: 17.3 ms into a line-aligned output, 13.0 ms
-/// at `data`'s offset; docs/performance.md).
-pub(crate) fn line_phase(first: *const u8) -> usize {
-    if tuning().results_lie_as_data {
+/// Where in a cache line a new result should start: on a line, unless the
+/// copy into it streams (`streamed`: non-temporal stores, whole lines at a
+/// time) and the machine's model says so (`machine::Tuning::
+/// results_lie_as_data`); then as far past a line as the array whose
+/// element `[0, ..., 0]` is at `first`, rounded down to 16 bytes (the most
+/// any dtype's alignment asks, and the alignment of NumPy's own large
+/// buffers, which start 16 bytes past a line). A row streamed between two
+/// arrays at the same offset is loaded and stored on the same steps; at
+/// different offsets every 64-byte load of a whole line straddles two
+/// lines (AMD kind, `rows_1m_256b` `out=` from NumPy's `data`: 17.3 ms
+/// into a line-aligned output, 13.0 ms at `data`'s offset). A copy through
+/// the cache (`memcpy`'s vector moves) is left with its stores on a line.
+/// docs/performance.md.
+pub(crate) fn line_phase(first: *const u8, streamed: bool) -> usize {
+    if streamed && tuning().results_lie_as_data {
         first.addr() % LINE / 16 * 16
     } else {
         0

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::args::{mode_arg, Int64, Op};
-use super::arrays::{bytes_mut, data_array, index_array, line_phase, new_output, view};
+use super::arrays::{bytes_mut, data_array, index_array, new_output, view};
 use super::casts::{cast_for, target_dtype};
 use super::deliver::{fresh, Planned};
 use crate::chunked::{
@@ -210,15 +210,7 @@ pub(crate) fn snapshot_py<'py>(
     }
     let src = view(a)?.bytes;
     let out = copy
-        .then(|| {
-            new_output(
-                py,
-                &a.dtype(),
-                a.shape(),
-                src.len(),
-                line_phase(src.as_ptr()),
-            )
-        })
+        .then(|| new_output(py, &a.dtype(), a.shape(), src.len(), 0))
         .transpose()?;
     // SAFETY: the array was just made; nothing else refers to its buffer,
     // which cannot overlap `a`'s.

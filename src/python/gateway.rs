@@ -71,7 +71,7 @@ pub(crate) fn gather<'py>(
         bytes: plan.out_bytes(),
         work: plan.work_bytes(),
         reads: &[&dview, &iview],
-        phase: line_phase(dview.first()),
+        phase: line_phase(dview.first(), plan.stream),
     };
     deliver(&dtype, &result, out, &|buf, validation, threads| {
         plan.execute(mode, buf, validation, threads)

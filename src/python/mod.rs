@@ -340,6 +340,17 @@ mod _core {
         fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
         m.add("MAX_THREADS", crate::MAX_THREADS)?;
         m.add("IDLE_RELEASE_SECONDS", IDLE_RELEASE.as_secs_f64())?;
+        // The thresholds the machine model derived here (docs/architecture.md),
+        // for the tests and the benchmarks' records.
+        let t = crate::machine::tuning();
+        let tuning = pyo3::types::PyDict::new(m.py());
+        tuning.set_item("stream_min_out_bytes", t.stream_min_out_bytes)?;
+        tuning.set_item("stream_min_slice_bytes", t.stream_min_slice_bytes)?;
+        tuning.set_item("whole_line_min_bytes", t.whole_line_min_bytes)?;
+        tuning.set_item("results_lie_as_data", t.results_lie_as_data)?;
+        tuning.set_item("far_min_data_bytes", t.far_min_data_bytes)?;
+        tuning.set_item("prefetch_min_data_bytes", t.prefetch_min_data_bytes)?;
+        m.add("_TUNING", tuning)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         // Last, once the functions exist: from here on, a thread may fork at
         // any moment and its child must find no lock held and no cell half

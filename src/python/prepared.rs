@@ -114,7 +114,7 @@ impl PreparedGather {
             bytes: call.out_bytes(),
             work: call.work_bytes(),
             reads: &[&dview],
-            phase: line_phase(dview.first()),
+            phase: line_phase(dview.first(), call.plan().stream),
         };
         // A call reads no index, so validation does not apply to it.
         deliver(&dtype, &result, out, &|buf, _, threads| {

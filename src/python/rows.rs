@@ -8,7 +8,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use super::args::{Int64, Op};
-use super::arrays::{check_out, data_ptr, first_bytes_mut, line_phase, new_output, overlaps};
+use super::arrays::{check_out, data_ptr, first_bytes_mut, new_output, overlaps};
 use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
@@ -132,7 +132,8 @@ pub(crate) fn try_take_rows<'py>(
     // A new array, or `out` itself (as `check_out` returns it).
     let bytes = count * out_row;
     let result = match out {
-        None => new_output(py, dtype, shape, bytes, line_phase(table_bytes.as_ptr()))?,
+        // At most 128 KiB, copied through the cache: on a line.
+        None => new_output(py, dtype, shape, bytes, 0)?,
         Some(out) => match check_out(out, dtype, shape) {
             Ok(out) if !overlaps(&out, [(table_bytes.as_ptr(), table_len), ids_span]) => out,
             _ => return Ok(None),
