@@ -127,45 +127,32 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
     ahead: Ahead,
 ) {
     debug_assert!(W.is_multiple_of(LINE) && dst.addr().is_multiple_of(16));
-    // Every row starts as far past a line as `dst` (`W` is whole lines):
-    // the split of a row into 16-byte ends and whole lines is a constant of
-    // the loop, whose moves then compile to straight lines.
-    macro_rules! rows_from {
-        ($head:literal) => {
-            if ahead.far {
-                copy_rows!(
-                    src,
-                    offsets,
-                    count,
-                    dst,
-                    W,
-                    ahead.rows,
-                    ahead.tail,
-                    FAR,
-                    ZERO,
-                    stream_line_stores::<W, $head>
-                )
-            } else {
-                copy_rows!(
-                    src,
-                    offsets,
-                    count,
-                    dst,
-                    W,
-                    ahead.rows,
-                    ahead.tail,
-                    NEAR,
-                    ZERO,
-                    stream_line_stores::<W, $head>
-                )
-            }
-        };
-    }
-    match dst.addr() % LINE {
-        0 => rows_from!(0),
-        48 => rows_from!(16),
-        32 => rows_from!(32),
-        _ => rows_from!(48),
+    if ahead.far {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            FAR,
+            ZERO,
+            stream_line_stores::<W>
+        );
+    } else {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            W,
+            ahead.rows,
+            ahead.tail,
+            NEAR,
+            ZERO,
+            stream_line_stores::<W>
+        );
     }
 }
 
@@ -187,27 +174,23 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
 #[target_feature(enable = "avx512f")]
 #[inline]
 #[link_section = "ndgather_dispatched"]
-unsafe fn stream_line_stores<const W: usize, const HEAD: usize>(
-    src: *const u8,
-    dst: *mut u8,
-    len: usize,
-) {
+unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{
         _mm512_loadu_si512, _mm512_stream_si512, _mm_loadu_si128, _mm_stream_si128,
     };
     debug_assert!(len == W && dst.addr().is_multiple_of(16));
-    debug_assert!(HEAD == (LINE - dst.addr() % LINE) % LINE);
+    let head = (LINE - dst.addr() % LINE) % LINE;
     let mut at = 0;
     // Every move below is inside the `W` bytes of both slices (`W` and
-    // `HEAD` are multiples of 16, `HEAD <= 48 < W`), and the CPU has
+    // `head` are multiples of 16, `head <= 48 < W`), and the CPU has
     // AVX-512F (caller).
-    while at < HEAD {
-        // SAFETY: `at + 16 <= HEAD`; `dst + at` 16-byte aligned (`dst` is).
+    while at < head {
+        // SAFETY: `at + 16 <= head`; `dst + at` 16-byte aligned (`dst` is).
         unsafe { _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast())) };
         at += 16;
     }
     while at + LINE <= W {
-        // SAFETY: `at + 64 <= W`; `dst + at` starts a line (`dst + HEAD`
+        // SAFETY: `at + 64 <= W`; `dst + at` starts a line (`dst + head`
         // does), as the 64-byte store needs.
         unsafe { _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast())) };
         at += LINE;
