@@ -14,13 +14,14 @@ extension is untouched) with three kernels:
   line, in 16-byte pieces, none of which then straddles two lines), ``memcpy`` otherwise; software
   prefetch some blocks ahead (and inside a block over 4 KiB); plain or streaming
   (non-temporal) stores; on 1 or every thread (taking chunks of blocks as they come free,
-  each writing an output of its own, or each its share of one output). The prefetch distance
-  and hint, the unrolling, the streaming, the thread count and split are tuned per case
-  (:meth:`GatherFloor.tune`, the same coordinate descent as the read floor's, with a run-off
-  of the finalists at the end); the timed rounds take turns with that setting and the same
-  with the streaming, the split or the 16-byte moves flipped (:data:`FLIPPED`), the floor's
-  fastest sample being the fastest of the four. Checked once per case to produce the
-  gather's output.
+  each writing an output of its own, or each its share of one output), into an output on a
+  line or, for blocks of whole lines, placed in its lines as ``data``'s rows are. The
+  prefetch distance and hint, the unrolling, the streaming, the thread count and split and
+  the output's place are tuned per case (:meth:`GatherFloor.tune`, the same coordinate
+  descent as the read floor's, with a run-off of the finalists at the end); the timed rounds
+  take turns with that setting and the same with the streaming, the split, the 16-byte moves
+  or the output's place flipped (:data:`FLIPPED`), the floor's fastest sample being the
+  fastest of them. Checked once per case to produce the gather's output.
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, on every thread, with software prefetch some blocks ahead;
   for the cases' block widths in straight-line code compiled for the width (``touch_fixed``),
@@ -68,7 +69,7 @@ READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
 #: The knobs of the gather floor's setting that its timed rounds also try flipped, one at a
 #: time (gather_floor): the stores, the split of the output, the 16-byte moves.
-FLIPPED = ("streaming", "shared", "narrow")
+FLIPPED = ("streaming", "shared", "narrow", "placed")
 #: A pause after which the gather floor's timed call takes its next setting (gather_floor):
 #: longer than between a sample's lead-in and the sample, shorter than a round of the others.
 TURN_GAP_S = 0.002
@@ -320,13 +321,21 @@ class GatherSetting:
     streaming: bool = False
     shared: bool = False  # the threads' split: see GatherFloor
     narrow: bool = False  # rows off a line: 16-byte moves, last line requested (floor/: copy_run)
+    placed: bool = False  # the output placed in its lines as data's rows (GatherFloor)
 
     def label(self) -> str:
         return (
             f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
             f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}, "
-            f"narrow {self.narrow}"
+            f"narrow {self.narrow}, placed {self.placed}"
         )
+
+
+def _placed_buffer(size: int, phase: int) -> np.ndarray:
+    """``size`` bytes starting ``phase`` bytes past a 64-byte line, written once (warm pages)."""
+    raw = np.ones(size + 128, dtype=np.uint8)
+    shift = -raw.ctypes.data % 64 + phase
+    return raw[shift : shift + size]
 
 
 class GatherFloor:
@@ -360,9 +369,20 @@ class GatherFloor:
         # One region per thread, 64-byte aligned (streaming stores need 16 or 32), written
         # once: warm pages, as a gather's ``out=`` is.
         size = self.threads * segment * block
-        raw = np.ones(size + 64, dtype=np.uint8)
-        shift = -raw.ctypes.data % 64
-        self.out = raw[shift : shift + size]
+        self.out = _placed_buffer(size, 0)
+        # And one placed in its lines as data's rows are (NumPy's large buffers start 16 bytes
+        # past a line), for blocks of whole lines: a streamed copy then loads and stores each
+        # line on the same steps, as ndgather's new results do (docs/architecture.md); with the
+        # output on a line every 64-byte load of such rows straddled two lines (the floor was
+        # beaten in 4 of 14 cases on the AMD kind at 284855b). None where the two coincide.
+        phase = self.data.ctypes.data % 64 // 16 * 16
+        self.placed_out = _placed_buffer(size, phase) if phase and block % 64 == 0 else None
+
+    def output(self, setting: GatherSetting) -> np.ndarray:
+        """The buffer ``setting`` gathers into."""
+        if setting.placed and self.placed_out is not None:
+            return self.placed_out
+        return self.out
 
     def run(self, setting: GatherSetting, start: int, count: int, reps: int) -> int:
         """Blocks ``start .. start + count`` of the cycle of offsets, ``reps`` times."""
@@ -373,8 +393,8 @@ class GatherFloor:
                 self.n,
                 self.offsets.size,
                 self.block,
-                self.out.ctypes.data,
-                self.out.nbytes,
+                self.output(setting).ctypes.data,
+                self.output(setting).nbytes,
                 self.segment,
                 start,
                 count,
@@ -416,6 +436,8 @@ class GatherFloor:
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
             "streaming": ({"streaming": False}, {"streaming": True}),
         }
+        if self.placed_out is not None:
+            axes["placed"] = ({"placed": False}, {"placed": True})
         start = GatherSetting(16, 1, min(threads, self.threads))
         if self.data.ctypes.data % 64 or self.block % 64:
             # Blocks off a line (NumPy's large buffers start 16 bytes past one): start from
@@ -509,7 +531,8 @@ def gather_floor(inputs: Inputs) -> Call:
     # blocks taken from data's bytes by NumPy; the offsets are multiples of the block).
     floor.run(replace(setting, threads=1), 0, n, 1)
     rows = np.ascontiguousarray(inputs.data).reshape(-1).view(np.uint8).reshape(-1, block)
-    if not np.array_equal(floor.out[: n * block].reshape(n, block), rows[offsets // block]):
+    out = floor.output(setting)
+    if not np.array_equal(out[: n * block].reshape(n, block), rows[offsets // block]):
         raise RuntimeError("the gather floor's output differs from the gather")
 
     # The rounds take turns with the chosen setting and the same with each of FLIPPED
@@ -519,7 +542,8 @@ def gather_floor(inputs: Inputs) -> Call:
     # plain stores at 28.5 ms, 44-48 ms in the rounds, where ndgather's streamed gather took
     # 27 ms and broke the floor). The turn passes only after a gap (other candidates ran): a
     # sample's untimed lead-in and the sample, back to back, are the same.
-    turns = [setting, *(replace(setting, **{k: not getattr(setting, k)}) for k in FLIPPED)]
+    flips = [k for k in FLIPPED if k != "placed" or floor.placed_out is not None]
+    turns = [setting, *(replace(setting, **{k: not getattr(setting, k)}) for k in flips)]
     _tuned["gather"]["rounds_take_turns"] = [s.label() for s in turns]
     state = {"at": 0, "ended": time.perf_counter()}
 

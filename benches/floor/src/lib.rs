@@ -429,9 +429,10 @@ pub unsafe extern "C" fn floor_write(
 /// [`stream_copy`].
 ///
 /// # Safety
-/// `[src, src + W)` is readable, `[dst, dst + W)` writable and apart from it; with `NT` and a
-/// multiple of 16 bytes, `dst` is 16-byte aligned (32 where `W` is a multiple of 32 and AVX
-/// is on, 64 where it is a multiple of 64 and AVX-512F is on).
+/// `[src, src + W)` is readable, `[dst, dst + W)` writable and apart from it; with `NT`, `dst`
+/// is aligned to `W`'s element (4 or 8 bytes) or, for a multiple of 16 bytes, to 16 (the
+/// 32-byte stores are taken only where `dst` is aligned to 32, and whole lines by
+/// [`lines_from`], whatever the place of `dst` in its line).
 #[inline(always)]
 unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u8) {
     #[cfg(target_arch = "x86_64")]
@@ -448,16 +449,19 @@ unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u
             } else if W == 8 {
                 _mm_stream_si64(dst.cast(), src.cast::<i64>().read_unaligned());
             } else if cfg!(target_feature = "avx512f") && W.is_multiple_of(64) {
+                // Every block of a run starts as far past a line as the output does (`W` is
+                // whole lines): one arm, predicted, a constant split inside each.
                 #[cfg(target_feature = "avx512f")]
-                {
-                    let mut at = 0;
-                    while at < W {
-                        let v = _mm512_loadu_si512(src.add(at).cast());
-                        _mm512_stream_si512(dst.add(at).cast(), v);
-                        at += 64;
-                    }
+                match (dst as usize) % LINE {
+                    0 => lines_from::<W, 0>(src, dst),
+                    48 => lines_from::<W, 16>(src, dst),
+                    32 => lines_from::<W, 32>(src, dst),
+                    _ => lines_from::<W, 48>(src, dst),
                 }
-            } else if cfg!(target_feature = "avx") && W.is_multiple_of(32) {
+            } else if cfg!(target_feature = "avx")
+                && W.is_multiple_of(32)
+                && (dst as usize).is_multiple_of(32)
+            {
                 #[cfg(target_feature = "avx")]
                 {
                     let mut at = 0;
@@ -482,6 +486,39 @@ unsafe fn copy_fixed<const W: usize, const NT: bool>(src: *const u8, dst: *mut u
     }
     // SAFETY: the caller's contract (the `W` bytes of both blocks), passed on.
     unsafe { copy_pieces::<W>(src, dst) };
+}
+
+/// [`copy_fixed`]'s streamed copy of `W` bytes (a multiple of 64) to a `dst` `HEAD` bytes
+/// before its next line (0, 16, 32 or 48): the bytes up to that line and those after the last
+/// whole line by 16-byte streaming stores, each whole line between by one 64-byte store. An
+/// output placed in its lines as `data`'s rows are (`floor.py`'s `placed`) then loads and
+/// stores every line on the same steps.
+///
+/// # Safety
+/// As [`copy_fixed`] with `NT`, `dst` 16-byte aligned and `HEAD` its distance to a line.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx512f"))]
+#[inline(always)]
+unsafe fn lines_from<const W: usize, const HEAD: usize>(src: *const u8, dst: *mut u8) {
+    use std::arch::x86_64::*;
+    debug_assert_eq!((dst as usize + HEAD) % LINE, 0);
+    // SAFETY: every move is inside the `W` bytes of both blocks (`HEAD` and `W` multiples of
+    // 16, `HEAD < 64 <= W`); each 16-byte store is at `dst` plus a multiple of 16 (aligned:
+    // `dst` is), each 64-byte one at a line (`dst + HEAD` starts one); AVX-512F is compiled in.
+    unsafe {
+        let mut at = 0;
+        while at < HEAD {
+            _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast()));
+            at += 16;
+        }
+        while at + LINE <= W {
+            _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast()));
+            at += LINE;
+        }
+        while at < W {
+            _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast()));
+            at += 16;
+        }
+    }
 }
 
 /// [`copy_fixed`] of a multiple of 16 bytes in 16-byte pieces, by plain or (`NT`) streaming
@@ -732,7 +769,7 @@ struct Stretch {
 /// # Safety
 /// Every `data + offsets[k] .. + block` (k < n) is readable; `offsets` holds `n + distance`
 /// offsets at least (the first ones again after the `n`); `region` has `seg * block` writable
-/// bytes no one else uses during the call, 64-byte aligned; `W` is 0 or `block`.
+/// bytes no one else uses during the call, 16-byte aligned; `W` is 0 or `block`.
 unsafe fn gather_range<const U: usize, const H: i32, const W: usize, const NT: bool>(
     data: *const u8,
     offsets: &[u64],
@@ -911,8 +948,9 @@ pub unsafe extern "C" fn floor_gather(
     } else {
         used_threads(total, threads, CHUNK)
     };
-    // The sizes at the boundary: every segment written inside `out`, which is aligned for
-    // streaming stores; the offsets ahead (`distance`) inside the `padded` given.
+    // The sizes at the boundary: every segment written inside `out`, which is 16-byte aligned
+    // for the streaming stores (a line-aligned one, or one placed in its lines as `data`'s
+    // rows are: floor.py's `placed`); the offsets ahead (`distance`) inside the `padded` given.
     let segments = if shared { 1 } else { used };
     let region_len = seg.checked_mul(block);
     let fits = region_len
@@ -927,7 +965,7 @@ pub unsafe extern "C" fn floor_gather(
         || seg == 0
         || count == 0
         || !fits
-        || !(out as usize).is_multiple_of(64)
+        || !(out as usize).is_multiple_of(16)
     {
         return 0;
     }
@@ -943,13 +981,14 @@ pub unsafe extern "C" fn floor_gather(
         distance: distance.min(padded - n),
         narrow,
     };
-    let (data, out) = (data as usize, out as usize); // shared by the threads
-                                                     // Items `first .. first + len` into the segment at `region`.
-                                                     // SAFETY: (of each call) the blocks are inside data (the caller's contract); the segment
-                                                     // is inside `out` (checked above) and only this thread writes the places of it that these
-                                                     // items go to (each way of splitting says why); it starts 64-byte aligned (`out` is, and
-                                                     // so is every segment after the first when a streaming copy needs it: `block` is then a
-                                                     // multiple of 16, 32 or 64, and so is `seg * block`).
+    // Shared by the threads.
+    let (data, out) = (data as usize, out as usize);
+    // Items `first .. first + len` into the segment at `region`.
+    // SAFETY: (of each call) the blocks are inside data (the caller's contract); the segment
+    // is inside `out` (checked above) and only this thread writes the places of it that these
+    // items go to (each way of splitting says why); it starts 16-byte aligned (`out` is, and
+    // so is every segment after the first when a streaming copy needs it: `block` is then a
+    // multiple of 16, and so is `seg * block`, or of the 4 or 8 bytes its stores need).
     let gather = |region: usize, first: usize, len: usize| unsafe {
         gather_with(
             unroll,
@@ -1087,59 +1126,65 @@ mod tests {
                     (64, 8, 3, false),
                     (1, 2, 2, true),
                 ] {
-                    let mut raw = vec![0u8; 2 * seg * w + 64];
-                    let shift = raw.as_ptr().align_offset(64);
-                    let out = &mut raw[shift..shift + 2 * seg * w];
-                    // SAFETY: as above; `out` holds two regions of `seg` blocks, 64-aligned.
-                    let got = unsafe {
-                        floor_gather(
-                            data.as_ptr(),
-                            offsets.as_ptr(),
-                            n,
-                            offsets.len(),
-                            w,
-                            out.as_mut_ptr(),
-                            out.len(),
-                            seg,
-                            0,
-                            n,
-                            2,
-                            threads,
-                            shared,
-                            distance,
-                            unroll,
-                            hint,
-                            nt,
-                            distance % 16 == 8, // `narrow` on some
-                        )
-                    };
-                    assert_eq!(got, 2 * n as u64, "width {w}");
-                    let what =
-                        format!("width {w}, seg {seg}, threads {threads} shared {shared}, nt {nt}");
-                    // Each block of a thread's region is the block of that place in some
-                    // segment (the segments a chunk of work crosses may differ per place), or
-                    // untouched (zeros: the data has none) when the other thread did them all.
-                    let regions = if shared { 1 } else { threads };
-                    for region in out.chunks_exact(seg * w).take(regions) {
-                        for (j, got) in region.chunks_exact(w).enumerate() {
-                            let ok = (j..n)
-                                .step_by(seg)
-                                .any(|i| got == &want[i * w..(i + 1) * w]);
-                            let untouched = threads == 2 && got.iter().all(|&b| b == 0);
-                            assert!(ok || untouched, "{what}, place {j}");
+                    // On a line, and 16 or 48 bytes past one (an output placed as `data`).
+                    for skew in [0, 16, 48] {
+                        let mut raw = vec![0u8; 2 * seg * w + 128];
+                        let shift = raw.as_ptr().align_offset(64) + skew;
+                        let out = &mut raw[shift..shift + 2 * seg * w];
+                        // SAFETY: as above; `out` holds two regions of `seg` blocks, 16-aligned.
+                        let got = unsafe {
+                            floor_gather(
+                                data.as_ptr(),
+                                offsets.as_ptr(),
+                                n,
+                                offsets.len(),
+                                w,
+                                out.as_mut_ptr(),
+                                out.len(),
+                                seg,
+                                0,
+                                n,
+                                2,
+                                threads,
+                                shared,
+                                distance,
+                                unroll,
+                                hint,
+                                nt,
+                                distance % 16 == 8, // `narrow` on some
+                            )
+                        };
+                        assert_eq!(got, 2 * n as u64, "width {w}");
+                        let what = format!(
+                            "width {w}, seg {seg}, threads {threads} shared {shared}, nt {nt}, \
+                         skew {skew}"
+                        );
+                        // Each block of a thread's region is the block of that place in some
+                        // segment (the segments a chunk of work crosses may differ per place), or
+                        // untouched (zeros: the data has none) when the other thread did them all.
+                        let regions = if shared { 1 } else { threads };
+                        for region in out.chunks_exact(seg * w).take(regions) {
+                            for (j, got) in region.chunks_exact(w).enumerate() {
+                                let ok = (j..n)
+                                    .step_by(seg)
+                                    .any(|i| got == &want[i * w..(i + 1) * w]);
+                                let untouched = threads == 2 && got.iter().all(|&b| b == 0);
+                                assert!(ok || untouched, "{what}, place {j}");
+                            }
                         }
-                    }
-                    if seg == n && (threads == 1 || shared) {
-                        assert!(out[..n * w] == want[..], "{what}");
-                    }
-                    if seg == n {
-                        // Every place was written by one thread or the other.
-                        let written = (0..n).all(|j| {
-                            let place = |r: usize| &out[r * n * w + j * w..r * n * w + (j + 1) * w];
-                            place(0).iter().any(|&b| b != 0)
-                                || place(threads - 1).iter().any(|&b| b != 0)
-                        });
-                        assert!(written, "{what}");
+                        if seg == n && (threads == 1 || shared) {
+                            assert!(out[..n * w] == want[..], "{what}");
+                        }
+                        if seg == n {
+                            // Every place was written by one thread or the other.
+                            let written = (0..n).all(|j| {
+                                let place =
+                                    |r: usize| &out[r * n * w + j * w..r * n * w + (j + 1) * w];
+                                place(0).iter().any(|&b| b != 0)
+                                    || place(threads - 1).iter().any(|&b| b != 0)
+                            });
+                            assert!(written, "{what}");
+                        }
                     }
                 }
             }
