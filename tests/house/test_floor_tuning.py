@@ -74,6 +74,12 @@ def test_the_timed_rounds_take_turns_with_each_knob_flipped(
     class Fake:
         def __init__(self, *_args: Any) -> None:
             self.out = np.zeros(32, dtype=np.uint8)
+            # A placed output exists (data off a line, blocks of whole lines): every knob of
+            # FLIPPED takes its turn.
+            self.placed_out = self.out
+
+        def output(self, _setting: Any) -> Any:
+            return self.out
 
         def tune(self, *_args: Any, **_kwargs: Any) -> tuple[Any, dict[str, float]]:
             return tuned, {tuned.label(): 1.0}
