@@ -68,7 +68,8 @@ FAMILY = "floor"
 READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
 #: The knobs of the gather floor's setting that its timed rounds also try flipped, one at a
-#: time (gather_floor): the stores, the split of the output, the 16-byte moves.
+#: time (gather_floor): the stores, the split of the output, the 16-byte moves, the output's
+#: place in its lines.
 FLIPPED = ("streaming", "shared", "narrow", "placed")
 #: A pause after which the gather floor's timed call takes its next setting (gather_floor):
 #: longer than between a sample's lead-in and the sample, shorter than a round of the others.
@@ -366,8 +367,8 @@ class GatherFloor:
             self.offsets.ctypes.data, self.offsets.size, block, self.data.nbytes
         ):
             raise ValueError("a block lies outside data")  # never: offsets come from the gather
-        # One region per thread, 64-byte aligned (streaming stores need 16 or 32), written
-        # once: warm pages, as a gather's ``out=`` is.
+        # One region per thread, on a line, written once: warm pages, as a gather's ``out=``
+        # is.
         size = self.threads * segment * block
         self.out = _placed_buffer(size, 0)
         # And one placed in its lines as data's rows are (NumPy's large buffers start 16 bytes
@@ -386,6 +387,7 @@ class GatherFloor:
 
     def run(self, setting: GatherSetting, start: int, count: int, reps: int) -> int:
         """Blocks ``start .. start + count`` of the cycle of offsets, ``reps`` times."""
+        out = self.output(setting)
         done = int(
             self.lib.floor_gather(
                 self.data.ctypes.data,
@@ -393,8 +395,8 @@ class GatherFloor:
                 self.n,
                 self.offsets.size,
                 self.block,
-                self.output(setting).ctypes.data,
-                self.output(setting).nbytes,
+                out.ctypes.data,
+                out.nbytes,
                 self.segment,
                 start,
                 count,
