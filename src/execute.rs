@@ -45,14 +45,16 @@ const VALIDATE_PARALLEL_MIN_BYTES: usize = 512 * 1024;
 const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 
 /// A [`Validation::BeforeWriting`] call split over threads whose indices
-/// take at most this many bytes validates them on the calling thread (about
-/// a microsecond), then copies as a fresh array's call does, computing the
-/// offsets on the way. `Plan::offsets_then_copy` makes every copy task wait
-/// for all of them, which cost `out=` with 512 and 1,024 ids of 512-byte
-/// rows on two threads 1.3-1.5x the new array's time; from about 4,096 ids
-/// (or the 9,375 indices of `ov_gnd8_xml1`) the check costs more than that
-/// wait (docs/performance.md).
-const CHECK_FIRST_MAX_BYTES: usize = 8 * 1024;
+/// take at most this many bytes (4,096 int64 ids) validates them on the
+/// calling thread (a microsecond or two), then copies as a fresh array's
+/// call does, computing the offsets on the way. `Plan::offsets_then_copy`
+/// makes every copy task wait for all of them, which cost `out=` with 512
+/// and 1,024 ids of 512-byte rows on two threads 1.3-1.5x the new array's
+/// time, and 4,096 ids of rows in the caches 1.45-1.5x the time of checking
+/// first (`ov_gnd8_xml3`'s 4,096 elements 1.12x); cold batches of 1,024 and
+/// 4,096 ids were even. At the 9,375 indices of `ov_gnd8_xml1` the two were
+/// even (docs/performance.md).
+const CHECK_FIRST_MAX_BYTES: usize = 32 * 1024;
 
 /// A [`Validation::BeforeWriting`] call of more rows than
 /// [`OFFSETS_FIRST_MAX_ROWS`] whose indices take at least this many bytes a

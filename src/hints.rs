@@ -31,9 +31,16 @@ pub(crate) const NEAR_PREFETCH_LINES: usize = 32;
 /// Rows from which a call is long (prefetches [`PREFETCH_LINES`] into L2).
 pub(crate) const FAR_MIN_ROWS: usize = 16 * 1024;
 
-/// Rows from which a call from a `data` beyond the last-level cache
-/// (`machine::Tuning::far_min_data_bytes`) is long: even a service-sized
-/// batch of its rows is mostly misses.
+/// Rows from which a call of slices of a line or more from a `data` beyond
+/// the last-level cache (`machine::Tuning::far_min_data_bytes`) is long:
+/// even a service-sized batch of its rows is mostly misses, and the near
+/// distance (ten rows of 128 bytes) hides too little of a miss. Narrower
+/// slices stay near: [`NEAR_PREFETCH_LINES`] is then 32 rows ahead, which
+/// covered a miss as well as the far distance in cold batches (AMD kind,
+/// 4,096 ids from 512 MiB tables: 4- and 16-byte rows 0.96-0.98x the far
+/// time, 60-byte rows 0.74-0.86x) and costs less when the rows are cached
+/// (`ov_gnd8_xml1`, the same 3,125 60-byte slices every call: 0.82x;
+/// docs/performance.md).
 pub(crate) const FAR_MIN_ROWS_HUGE: usize = 256;
 
 /// How a copy loop prefetches, a const parameter of the loops (a test per
@@ -66,7 +73,9 @@ impl Ahead {
     pub(crate) fn new(prefetch: bool, rows: usize, data_bytes: usize, width: usize) -> Ahead {
         let far = prefetch
             && (rows >= FAR_MIN_ROWS
-                || (rows >= FAR_MIN_ROWS_HUGE && data_bytes >= tuning().far_min_data_bytes));
+                || (rows >= FAR_MIN_ROWS_HUGE
+                    && width >= LINE
+                    && data_bytes >= tuning().far_min_data_bytes));
         let w = width.clamp(1, PREFETCH_MAX);
         let ahead = if far {
             // A slice whose width divides a line or is a multiple of one
@@ -220,6 +229,31 @@ mod tests {
             hinted.push(p + bytes - 1);
         }
         hinted
+    }
+
+    /// Which calls prefetch far: every long one; a service-sized one only
+    /// from a `data` beyond the last-level cache, and only for slices of a
+    /// line or more (`FAR_MIN_ROWS_HUGE`).
+    #[test]
+    fn service_sized_calls_prefetch_far_only_for_slices_of_a_line_or_more() {
+        let huge = tuning().far_min_data_bytes;
+        let cached = tuning().prefetch_min_data_bytes;
+        let far = |rows, data, width| Ahead::new(true, rows, data, width).far;
+        // `ov_gnd8_xml1`'s 3,125 slices of 60 bytes from 153 MB, 4-byte
+        // points: near; rows of 64 bytes and more: far.
+        assert!(!far(3125, huge, 60));
+        assert!(!far(4096, huge, 4));
+        assert!(far(FAR_MIN_ROWS_HUGE, huge, LINE));
+        assert!(far(4096, huge, 128));
+        assert!(!far(FAR_MIN_ROWS_HUGE - 1, huge, 128));
+        assert!(!far(4096, huge - 1, 128));
+        // Long calls prefetch far whatever the width or the `data`.
+        assert!(far(FAR_MIN_ROWS, cached, 4));
+        assert!(far(FAR_MIN_ROWS, huge, 60));
+        // And nothing prefetches where the plan does not.
+        assert!(!Ahead::new(false, FAR_MIN_ROWS, huge, 128).far);
+        // The near distance covers 32 rows of a slice narrower than a line.
+        assert_eq!(Ahead::new(true, 3125, huge, 60).rows, NEAR_PREFETCH_LINES);
     }
 
     #[test]
