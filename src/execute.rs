@@ -15,7 +15,7 @@ use crate::offsets::{compute_offsets, first_bad, BadRow};
 use crate::plan::{distinct_positions, Plan};
 use crate::pool;
 use crate::split::{
-    split_ranges, split_rows, task_rows, task_rows_now, threads_without_waking, RANDOM_ROW_COST,
+    phase_rows_now, split_ranges, split_rows, task_rows, threads_without_waking, RANDOM_ROW_COST,
 };
 use crate::threads::{for_each_task, Disjoint};
 use crate::validate::check_out_len;
@@ -204,10 +204,10 @@ impl Plan<'_> {
     /// Every output row's source offset, computed first (validating every
     /// index: each one is used by some row when there is output), then the
     /// copy from them, which spares computing them again. Split over
-    /// threads, both phases run in one team of tasks: the first half
-    /// computes the offsets of a share of rows each, the second copies a
-    /// share each once every offset is known, and copies nothing if an
-    /// index was bad. (Two teams, one a phase, cost the calls this path
+    /// threads, both phases run in one team of tasks, one task a thread and
+    /// phase (`split::phase_rows_now`): the first half computes the offsets
+    /// of a share of rows each, the second copies a share each once every
+    /// offset is known, and copies nothing if an index was bad. (Two teams, one a phase, cost the calls this path
     /// serves a second wake-up of the helpers, and the offsets on the
     /// calling thread alone made `out=` with `mode="raise"` much slower than
     /// `mode="clip"` on two threads.)
@@ -220,7 +220,7 @@ impl Plan<'_> {
         let (n, sb) = (self.n_rows, self.slice_bytes);
         debug_assert_eq!(out.len(), n * sb);
         let mut offsets: SmallVec<[isize; 32]> = smallvec![0; n];
-        let Some((threads, rows_per_task)) = task_rows_now(threads, n, self.copy_cost()) else {
+        let Some((threads, rows_per_task)) = phase_rows_now(threads, n, self.copy_cost()) else {
             self.row_offsets(mode, 0, &mut offsets)?;
             // SAFETY: the offsets were just made by `row_offsets` on this
             // plan, one per row of `out`.

@@ -86,6 +86,19 @@ pub(crate) fn task_rows_now(threads: usize, n_rows: usize, cost: usize) -> Optio
     task_rows(threads, n_rows, cost).map(|rows| (threads, rows))
 }
 
+/// The threads and the rows a task of a split made now for work in two
+/// phases, every task of the second waiting for all of the first (as
+/// `Plan::offsets_then_copy`'s copies wait for every offset): one task a
+/// thread and phase, or `None` to run on the calling thread alone. More,
+/// smaller tasks pay for the wait more often than they balance the
+/// threads: AMD kind, two threads, `out=` of `ov_gnd8_xml1`'s 3,125 slices
+/// 0.83x the time of two tasks a thread, batches of 8,192 and 16,384 ids
+/// 0.84-1.02x (docs/performance.md).
+pub(crate) fn phase_rows_now(threads: usize, n_rows: usize, cost: usize) -> Option<(usize, usize)> {
+    let (threads, _) = task_rows_now(threads, n_rows, cost)?;
+    Some((threads, n_rows.div_ceil(threads)))
+}
+
 /// Smallest piece of work one task does (same unit): enough that claiming
 /// it is noise, small enough that a late worker still finds some left.
 const TASK_MIN_COST: usize = 32 * 1024;
@@ -215,6 +228,21 @@ mod tests {
         assert!(per_task * 8 >= TASK_MIN_COST);
         assert_eq!(task_rows(2, 1000, PARALLEL_MIN_COST - 1), None);
         assert_eq!(task_rows(1, 1 << 20, 1 << 30), None);
+    }
+
+    #[test]
+    fn two_phase_splits_make_one_task_a_thread() {
+        // Work worth waking every helper for, whatever the wake-up measured.
+        let huge = 1 << 40;
+        assert_eq!(phase_rows_now(2, 3125, huge), Some((2, 1563)));
+        assert_eq!(phase_rows_now(16, 3125, huge), Some((16, 196)));
+        // More threads than rows: a row a task, every row covered.
+        let (threads, rows) = phase_rows_now(16, 5, huge).expect("worth splitting");
+        assert!(threads * rows >= 5 && rows == 1);
+        // Small or single: the calling thread alone.
+        assert_eq!(phase_rows_now(2, 3125, PARALLEL_MIN_COST - 1), None);
+        assert_eq!(phase_rows_now(1, 3125, huge), None);
+        assert_eq!(phase_rows_now(2, 1, huge), None);
     }
 
     #[test]
