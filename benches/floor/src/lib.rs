@@ -132,6 +132,29 @@ fn prefetch_fixed<const W: usize, const H: i32>(p: *const u8, tail: bool) {
     let _ = (p, tail);
 }
 
+/// How far past the offset of the block a loop turn prefetches the offsets array itself
+/// ([`offsets_ahead`]), in offsets: 512 bytes, eight lines.
+const OFFSETS_AHEAD: usize = 64;
+
+/// Asks L1 for the offsets [`OFFSETS_AHEAD`] places past `ahead` (the offsets of the blocks
+/// the loop prefetches), once a loop turn. The offsets are read in order, but while every
+/// thread keeps its miss buffers full of random blocks the hardware's streamer left them to
+/// demand misses, one stall every eight blocks: 256-byte rows on two threads (AMD kind) took
+/// 15.9 ms without this against 12.2-12.5 ms with it, where ndgather, which prefetches its
+/// indices ahead, took 13-14 ms. A hint only: past the array's end it reads nothing.
+#[inline(always)]
+fn offsets_ahead(ahead: &[u64]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address; wrapping_add keeps the pointer
+    // arithmetic itself defined.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(ahead.as_ptr().wrapping_add(OFFSETS_AHEAD).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = ahead;
+}
+
 /// Blocks `first .. first + count` of the cyclic sequence `offsets[0], offsets[1], ...,
 /// offsets[n - 1], offsets[0], ...`, `U` blocks per loop turn, prefetching the block
 /// `distance` places ahead. `offsets` holds `n` offsets and then its first ones again (at
@@ -161,6 +184,7 @@ unsafe fn read_range<const U: usize, const H: i32, const W: usize>(
         let mut now_chunks = now.chunks_exact(U);
         let mut ahead_chunks = ahead.chunks_exact(U);
         for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
+            offsets_ahead(a);
             for u in 0..U {
                 if W == 0 {
                     if distance > 0 {
@@ -704,6 +728,7 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
     let mut now_chunks = now.chunks_exact(U);
     let mut ahead_chunks = ahead.chunks_exact(U);
     for (c, a) in (&mut now_chunks).zip(&mut ahead_chunks) {
+        offsets_ahead(a);
         for u in 0..U {
             // SAFETY: (both arms) the block at c[u] is readable and the next `block` bytes of
             // the output writable (the caller's contract); W == block when W != 0.
