@@ -75,6 +75,9 @@ FLIPPED = ("streaming", "shared", "narrow", "placed")
 #: longer than between a sample's lead-in and the sample, shorter than a round of the others.
 TURN_GAP_S = 0.002
 
+#: Outputs from which the gather floor's tuning also descends from streaming stores
+#: (GatherFloor.tune).
+STREAMED_OUTPUT_BYTES = 16 << 20
 #: Blocks a gather floor copies, untimed, before its tuning (see GatherFloor.tune).
 WARM_BLOCKS = 1 << 19
 UNROLLS = (1, 2, 4, 8)
@@ -249,7 +252,7 @@ def descend(
     run: Any,
     n: int,
     block: int,
-    best: S,
+    start: S | list[S],
     axes: dict[str, tuple[dict[str, Any], ...]],
     count: int,
     tries: int,
@@ -257,7 +260,9 @@ def descend(
 ) -> tuple[S, dict[str, float]]:
     """Coordinate descent of ``run(setting, start, count, reps)`` over ``axes``: each knob in
     turn over all its values, the others held at the best so far, until a whole pass changes
-    nothing (at most three passes), then a run-off of the finalists; each setting's time the
+    nothing (at most three passes), from each of the ``start`` settings given (knobs that
+    interact, such as the stores and the prefetch, can hold a descent from one start in a
+    valley another start avoids), then a run-off of the finalists of all; each setting's time the
     best of ``tries`` runs (the finalists' of twice as many), interleaved, so that a burst of
     load hits every setting; the run-off's winner the finalist whose runs have the fastest
     median. Each run starts where the last
@@ -286,15 +291,19 @@ def descend(
             runs.setdefault(s.label(), []).extend(e)
 
     tried: dict[str, S] = {}
-    for _ in range(3):
-        before = best
-        for values in axes.values():
-            candidates = [replace(best, **v) for v in values]
-            tried.update({c.label(): c for c in candidates})
-            trial(candidates)
-            best = min(candidates, key=lambda s: times[s.label()])
-        if best == before:
-            break
+    ends: list[S] = []
+    for best in start if isinstance(start, list) else [start]:
+        for _ in range(3):
+            before = best
+            for values in axes.values():
+                candidates = [replace(best, **v) for v in values]
+                tried.update({c.label(): c for c in candidates})
+                trial(candidates)
+                best = min(candidates, key=lambda s: times[s.label()])
+            if best == before:
+                break
+        ends.append(best)
+    best = min(ends, key=lambda s: times[s.label()])
     # A run-off: a burst of load (another process on a 2-core VM) in one knob's trials can
     # steer the descent wrong (a 512 MiB gather tuned to plain stores, 1.4x the time of
     # streaming ones). The four fastest settings and the best with each two-valued knob
@@ -449,12 +458,22 @@ class GatherFloor:
             # 27 ns a row falling to 8 over eight runs of 16,384), so the descent is started,
             # and the hardware warmed, where the fast ones are.
             start = replace(start, distance=64, hint="T2", narrow=True)
+        # A second start where the output is large enough that a gather streams it (sixteen
+        # times a 1 MiB L2, ndgather's bound on the AMD kind): streaming stores into the
+        # output placed as data's rows are, hint T1, 16 blocks ahead, whole-line moves. From
+        # the first start alone, a descent on `rows_1m_256b` reached 19.6 ms with plain
+        # stores, where every prefetch scored 22-24 ms, and never tried this one: 12-14.5 ms
+        # (AMD kind, ndgather 13-14 ms; the stores and the prefetch interact).
+        starts = [start]
+        if not quick and self.segment * self.block >= STREAMED_OUTPUT_BYTES:
+            streamed = replace(start, distance=16, hint="T1", narrow=False, streaming=True)
+            starts.append(replace(streamed, placed=self.placed_out is not None))
         # Untimed first, with the start setting: the first few hundred thousand random blocks
         # of a large table just made ran 2-5x slower than the rest (same rows: 55 ns a row
         # falling to 11 over about 300,000).
         if not quick:
             self.run(start, 0, min(self.n, WARM_BLOCKS), 1)
-        return descend(self.run, self.n, self.block, start, axes, count, tries, reps)
+        return descend(self.run, self.n, self.block, starts, axes, count, tries, reps)
 
 
 def tuning_record(setting: ReadSetting | GatherSetting, times: dict[str, float]) -> dict[str, Any]:

@@ -53,6 +53,44 @@ def test_the_run_off_goes_to_the_fastest_median_not_the_fastest_run(
     assert best == Knob("shared")
 
 
+@dataclass(frozen=True)
+class Pair:
+    stores: str = "plain"
+    prefetch: str = "near"
+
+    def label(self) -> str:
+        return f"{self.stores} {self.prefetch}"
+
+
+def test_a_second_start_finds_what_interacting_knobs_hide_from_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two knobs that interact (as the stores and the prefetch do): from plain stores and a
+    near prefetch, changing either alone is slower, so a descent from there stays; the
+    fastest setting changes both. A second start reaches it, and the run-off keeps it."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        floor = pytest.importorskip("benches.floor")
+    finally:
+        sys.path.remove(str(ROOT))
+    landscape = {
+        "plain near": 2.0,
+        "plain far": 2.5,
+        "streaming near": 2.2,
+        "streaming far": 1.0,
+    }
+    monkeypatch.setattr(floor, "seconds", lambda _run, s, *_a: landscape[s.label()])
+    axes = {
+        "stores": ({"stores": "plain"}, {"stores": "streaming"}),
+        "prefetch": ({"prefetch": "near"}, {"prefetch": "far"}),
+    }
+    one, times = floor.descend(None, 10, 1, Pair(), axes, count=1, tries=3, reps=1)
+    assert one == Pair() and "streaming far" not in times
+    starts = [Pair(), Pair("streaming", "far")]
+    both, times = floor.descend(None, 10, 1, starts, axes, count=1, tries=3, reps=1)
+    assert both == Pair("streaming", "far") and times["streaming far"] == 1.0
+
+
 def test_the_timed_rounds_take_turns_with_each_knob_flipped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
