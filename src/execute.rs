@@ -207,10 +207,10 @@ impl Plan<'_> {
     /// threads, both phases run in one team of tasks, one task a thread and
     /// phase (`split::phase_rows_now`): the first half computes the offsets
     /// of a share of rows each, the second copies a share each once every
-    /// offset is known, and copies nothing if an index was bad. (Two teams, one a phase, cost the calls this path
-    /// serves a second wake-up of the helpers, and the offsets on the
-    /// calling thread alone made `out=` with `mode="raise"` much slower than
-    /// `mode="clip"` on two threads.)
+    /// offset is known, and copies nothing if an index was bad. (Two teams,
+    /// one a phase, cost the calls this path serves a second wake-up of the
+    /// helpers, and the offsets on the calling thread alone made `out=` with
+    /// `mode="raise"` much slower than `mode="clip"` on two threads.)
     fn offsets_then_copy(
         &self,
         mode: Mode,

@@ -38,7 +38,7 @@ pub(crate) const FAR_MIN_ROWS: usize = 16 * 1024;
 /// slices stay near: [`NEAR_PREFETCH_LINES`] is then 32 rows ahead, which
 /// covered a miss as well as the far distance in cold batches (AMD kind,
 /// 4,096 ids from 512 MiB tables: 4- and 16-byte rows 0.96-0.98x the far
-/// time, 60-byte rows 0.74-0.86x) and costs less when the rows are cached
+/// time, 60-byte rows 0.74-0.89x) and costs less when the rows are cached
 /// (`ov_gnd8_xml1`, the same 3,125 60-byte slices every call: 0.82x;
 /// docs/performance.md).
 pub(crate) const FAR_MIN_ROWS_HUGE: usize = 256;
