@@ -11,14 +11,16 @@ extension is untouched) with three kernels:
   output buffer, in order: the reads and the writes a gather must do, and nothing else. It is
   its own code, not ndgather's: straight-line copies compiled for the common block widths (1
   to 8, 16, 32, 60, 64, 128, 140, 256, 512 and 1024 bytes; for blocks that do not start on a
-  line, in 16-byte pieces, none of which then straddles two lines), ``memcpy`` otherwise; software
-  prefetch some blocks ahead (and inside a block over 4 KiB); plain or streaming
-  (non-temporal) stores; on 1 or every thread (taking chunks of blocks as they come free,
-  each writing an output of its own, or each its share of one output), into an output on a
+  line, in 16-byte pieces, none of which then straddles two lines), ``memcpy`` otherwise;
+  software prefetch some blocks ahead (and inside a block over 4 KiB), and of its own
+  offsets; plain or streaming (non-temporal) stores; on 1 or every thread (taking chunks of
+  blocks as they come free, each writing an output of its own, or each its share of one
+  output), into an output on a
   line or, for blocks of whole lines, placed in its lines as ``data``'s rows are. The
   prefetch distance and hint, the unrolling, the streaming, the thread count and split and
   the output's place are tuned per case (:meth:`GatherFloor.tune`, the same coordinate
-  descent as the read floor's, with a run-off of the finalists at the end); the timed rounds
+  descent as the read floor's, from a second start for outputs a gather streams, with a
+  run-off of the finalists at the end); the timed rounds
   take turns with that setting and the same with the streaming, the split, the 16-byte moves
   or the output's place flipped (:data:`FLIPPED`), the floor's fastest sample being the
   fastest of them. Checked once per case to produce the gather's output.
@@ -433,8 +435,9 @@ class GatherFloor:
     ) -> tuple[GatherSetting, dict[str, float]]:
         """The fastest setting for gathering ``count`` blocks ``reps`` times, as
         :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
-        stores, the threads' split and the moves for rows off a line (``narrow``) as three
-        more knobs."""
+        stores, the threads' split, the moves for rows off a line (``narrow``) and the
+        output's place (``placed``) as four more knobs; from a second start, streaming stores,
+        where the output is one a gather streams (:data:`STREAMED_OUTPUT_BYTES`)."""
         axes: dict[str, tuple[dict[str, Any], ...]] = {
             "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
             "split": ({"shared": False}, {"shared": True}),
