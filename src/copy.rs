@@ -30,23 +30,51 @@ use crate::plan::Plan;
 macro_rules! copy_rows {
     ($src:ident, $offsets:ident, $count:ident, $dst:ident, $width:expr, $ahead:expr, $tail:expr, $pf:expr, $zero:ident, $move:path) => {{
         let ahead: usize = $ahead;
-        let tail: bool = $tail;
-        for (i, &off) in $offsets[..$count].iter().enumerate() {
-            if $pf == NONE {
-            } else if let Some(&next) = $offsets.get(i + ahead) {
-                prefetch_row::<$zero>($src, next, $width, $pf == FAR, tail);
-            }
-            // SAFETY: row i of the block lies in `dst` (caller).
-            let d = unsafe { $dst.add(i * $width) };
-            if $zero && off == ZERO_FILL {
-                // SAFETY: row i's `width` bytes from `d` lie in `dst` (caller).
-                unsafe { ptr::write_bytes(d, 0, $width) };
+        let count: usize = $count;
+        let rows = &$offsets[..count];
+        // The rows that have a row `ahead` places after them to request
+        // (every row but the last `ahead` of the call's offsets): their loop
+        // tests nothing but its end, and `tail` is tested once, not a row
+        // (a test and a reload a row were most of the loop of 4-byte points).
+        let hinted = if $pf == NONE {
+            0
+        } else {
+            count.min($offsets.len().saturating_sub(ahead))
+        };
+        if hinted > 0 {
+            let later = &$offsets[ahead..ahead + hinted];
+            if $tail {
+                for (i, (&off, &next)) in rows[..hinted].iter().zip(later).enumerate() {
+                    prefetch_row::<$zero>($src, next, $width, $pf == FAR, true);
+                    copy_row!($src, off, $dst, i, $width, $zero, $move);
+                }
             } else {
-                // SAFETY: the source slice is inside `data` (caller), the
-                // destination inside the output, they do not overlap, and
-                // `$move` accepts `width` (caller).
-                unsafe { $move($src.offset(off), d, $width) };
+                for (i, (&off, &next)) in rows[..hinted].iter().zip(later).enumerate() {
+                    prefetch_row::<$zero>($src, next, $width, $pf == FAR, false);
+                    copy_row!($src, off, $dst, i, $width, $zero, $move);
+                }
             }
+        }
+        for (i, &off) in rows.iter().enumerate().skip(hinted) {
+            copy_row!($src, off, $dst, i, $width, $zero, $move);
+        }
+    }};
+}
+
+/// Row `$i` of a block ([`copy_rows`]): the slice at `$src + $off` copied
+/// to `$dst + $i * $width` by `$move`, or zero-filled.
+macro_rules! copy_row {
+    ($src:ident, $off:ident, $dst:ident, $i:ident, $width:expr, $zero:ident, $move:path) => {{
+        // SAFETY: row i of the block lies in `dst` (the caller of copy_rows).
+        let d = unsafe { $dst.add($i * $width) };
+        if $zero && $off == ZERO_FILL {
+            // SAFETY: row i's `width` bytes from `d` lie in `dst` (caller).
+            unsafe { ptr::write_bytes(d, 0, $width) };
+        } else {
+            // SAFETY: the source slice is inside `data` (caller), the
+            // destination inside the output, they do not overlap, and
+            // `$move` accepts `width` (caller).
+            unsafe { $move($src.offset($off), d, $width) };
         }
     }};
 }
