@@ -648,6 +648,7 @@ unsafe fn copy_strided<const ZERO: bool>(
 /// bytes.
 pub(crate) unsafe fn copy_block<const ZERO: bool>(
     plan: &Plan<'_>,
+    ahead: Ahead,
     offsets: &[isize],
     count: usize,
     dst: *mut u8,
@@ -656,7 +657,6 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
     // the pointer is within its bytes or one past them (an empty `data` has
     // only zero-filled rows).
     let src = unsafe { plan.data.bytes.as_ptr().add(plan.data.offset) };
-    let ahead = plan.ahead();
     // How the loops of fixed and short widths prefetch (the others always
     // do, near or far).
     let pf = ahead.hint(plan.prefetch);

@@ -3,7 +3,7 @@
 //! ([`offsets`](crate::offsets)), then the block's slices are copied
 //! ([`copy`](crate::copy)).
 
-use crate::hints::fence;
+use crate::hints::{fence, Ahead};
 use crate::index::IndexElem;
 use crate::layout::SliceLayout;
 use crate::mover::move_block;
@@ -69,9 +69,10 @@ pub(crate) unsafe fn copy_rows_at<const ZERO: bool>(
     offsets: &[isize],
     out: &mut [u8],
 ) {
-    prefetch_first::<ZERO>(plan, offsets);
+    let ahead = plan.ahead();
+    prefetch_first::<ZERO>(plan, ahead, offsets);
     // SAFETY: the rows of `offsets` occupy `out` (caller).
-    unsafe { move_block::<ZERO>(plan, offsets, offsets.len(), out.as_mut_ptr()) };
+    unsafe { move_block::<ZERO>(plan, ahead, offsets, offsets.len(), out.as_mut_ptr()) };
     if plan.stream {
         // As in `gather_rows_in`.
         fence();
@@ -125,7 +126,8 @@ pub(crate) unsafe fn copy_in_rounds<const ZERO: bool, const B: usize>(
     mut fill: impl FnMut(&mut [isize], usize, usize) -> Result<(), BadRow>,
 ) -> Result<(), BadRow> {
     let sb = plan.slice_bytes;
-    let ahead = plan.lookahead().min(B / 2);
+    let hints = plan.ahead();
+    let ahead = plan.lookahead(hints).min(B / 2);
     let chunk = if ahead == 0 || n <= B { B } else { CHUNK };
     let mut offsets = [0isize; B];
     // Rows copied; rows whose offsets are computed; where row `done`'s
@@ -151,12 +153,12 @@ pub(crate) unsafe fn copy_in_rounds<const ZERO: bool, const B: usize>(
         };
         let block = &offsets[first..first + pending];
         if !primed {
-            prefetch_first::<ZERO>(plan, block);
+            prefetch_first::<ZERO>(plan, hints, block);
             primed = true;
         }
         // SAFETY: these rows occupy out[done*sb .. (done+count)*sb], and
         // their offsets are `plan`'s (caller).
-        unsafe { move_block::<ZERO>(plan, block, count, out.as_mut_ptr().add(done * sb)) };
+        unsafe { move_block::<ZERO>(plan, hints, block, count, out.as_mut_ptr().add(done * sb)) };
         first += count;
         done += count;
     }
@@ -176,14 +178,13 @@ pub(crate) unsafe fn copy_in_rounds<const ZERO: bool, const B: usize>(
 ///
 /// `offsets` are the call's first rows' (from the same plan, with the same
 /// `ZERO`); only the slices the copy itself would prefetch are requested.
-fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, offsets: &[isize]) {
+fn prefetch_first<const ZERO: bool>(plan: &Plan<'_>, ahead: Ahead, offsets: &[isize]) {
     let SliceLayout::Contiguous { bytes } = plan.slice else {
         return;
     };
     if !plan.prefetch {
         return;
     }
-    let ahead = plan.ahead();
     // Only an address for the hint: wrapping arithmetic, nothing is read.
     let src = plan.data.first();
     for &off in offsets.iter().take(ahead.rows) {

@@ -153,9 +153,9 @@ impl Plan<'_> {
     /// prefetch their slices), so that a kernel computing that many more
     /// offsets first keeps the prefetches going across blocks: only for a
     /// long call from a `data` beyond the caches (a short call paid more
-    /// for the extra rounds than it gained).
-    pub(crate) fn lookahead(&self) -> usize {
-        let ahead = self.ahead();
+    /// for the extra rounds than it gained). `ahead` is this plan's
+    /// [`Plan::ahead`].
+    pub(crate) fn lookahead(&self, ahead: Ahead) -> usize {
         match self.slice {
             SliceLayout::Contiguous { .. } if ahead.far => ahead.rows,
             _ => 0,

@@ -258,13 +258,22 @@ impl PreparedCall<'_> {
         let per_block = (SCATTER_BUFFER_BYTES / sb).clamp(1, BLOCK);
         let mut buffer = vec![0u8; per_block * sb];
         let mut offsets = [0isize; BLOCK];
+        let ahead = self.plan.ahead();
         for (block, rows) in positions.chunks(per_block).zip(rows.chunks(per_block)) {
             let offsets = &mut offsets[..block.len()];
             self.fill_offsets::<W, ZERO>(block, offsets);
             // SAFETY: the offsets are slices of `data` or zero-fill marks,
             // as in `copy_rows_in` (which says why); the buffer holds
             // per_block >= block.len() rows and is not `data`.
-            unsafe { move_block::<ZERO>(&self.plan, offsets, offsets.len(), buffer.as_mut_ptr()) };
+            unsafe {
+                move_block::<ZERO>(
+                    &self.plan,
+                    ahead,
+                    offsets,
+                    offsets.len(),
+                    buffer.as_mut_ptr(),
+                )
+            };
             for (i, &row) in rows.iter().enumerate() {
                 // SAFETY: row i of the buffer, to output row `row` (below
                 // n_rows, so inside `out`; caller), which this task alone
