@@ -21,9 +21,9 @@ extension is untouched) with three kernels:
   the output's place are tuned per case (:meth:`GatherFloor.tune`, the same coordinate
   descent as the read floor's, from a second start for outputs a gather streams, with a
   run-off of the finalists at the end); the timed rounds
-  take turns with that setting and the same with the streaming, the split, the 16-byte moves
-  or the output's place flipped (:data:`FLIPPED`), the floor's fastest sample being the
-  fastest of them. Checked once per case to produce the gather's output.
+  take turns with that setting (every other turn) and the same with the streaming, the split,
+  the 16-byte moves or the output's place flipped (:data:`FLIPPED`), the floor's fastest
+  sample being the fastest of them. Checked once per case to produce the gather's output.
 * ``read floor``: loads one byte of every cache line of the same blocks, at the same
   addresses, in the same order, on every thread, with software prefetch some blocks ahead;
   for the cases' block widths in straight-line code compiled for the width (``touch_fixed``),
@@ -124,7 +124,7 @@ def library() -> ctypes.CDLL:
     lib.floor_offsets_fit.restype = ctypes.c_bool
     flag = ctypes.c_bool
     lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 4
-    lib.floor_gather.argtypes += [flag, size, size, size, flag, flag]
+    lib.floor_gather.argtypes += [flag, size, size, size, flag, flag, flag]
     lib.floor_gather.restype = ctypes.c_uint64
     return lib
 
@@ -334,12 +334,13 @@ class GatherSetting:
     shared: bool = False  # the threads' split: see GatherFloor
     narrow: bool = False  # rows off a line: 16-byte moves, last line requested (floor/: copy_run)
     placed: bool = False  # the output placed in its lines as data's rows (GatherFloor)
+    early: bool = False  # with narrow: the prefetch before the copy, first piece first
 
     def label(self) -> str:
         return (
             f"distance {self.distance}, unroll {self.unroll}, threads {self.threads}, "
             f"hint {self.hint}, streaming {self.streaming}, shared {self.shared}, "
-            f"narrow {self.narrow}, placed {self.placed}"
+            f"narrow {self.narrow}, placed {self.placed}, early {self.early}"
         )
 
 
@@ -419,6 +420,7 @@ class GatherFloor:
                 HINTS.index(setting.hint),
                 setting.streaming,
                 setting.narrow,
+                setting.early,
             )
         )
         if done != count * max(reps, 1):
@@ -444,8 +446,13 @@ class GatherFloor:
             # One knob with the prefetch: rows off a line want both the narrow moves and a
             # prefetch to the outer caches (T1/T2), and either alone was no faster, so that a
             # descent over them one at a time stayed where it started (AMD kind).
+            # The narrow moves with the prefetch after the copy, last piece first, or
+            # (`early`) before it, first piece first, as ndgather streams rows off a line: its
+            # 64-byte and 1 KiB rows (gather_batch, tokens_b1) beat the floor by 1% without it.
             "prefetch": tuple(
-                {**p, "narrow": narrow} for narrow in (False, True) for p in prefetch_axis(quick)
+                {**p, "narrow": narrow, "early": early}
+                for narrow, early in ((False, False), (True, False), (True, True))
+                for p in prefetch_axis(quick)
             ),
             "unroll": tuple({"unroll": u} for u in ((1,) if quick else UNROLLS)),
             "streaming": ({"streaming": False}, {"streaming": True}),
@@ -471,6 +478,10 @@ class GatherFloor:
         if not quick and self.segment * self.block >= STREAMED_OUTPUT_BYTES:
             streamed = replace(start, distance=16, hint="T1", narrow=False, streaming=True)
             starts.append(replace(streamed, placed=self.placed_out is not None))
+            if start.narrow:
+                # And, for blocks off a line, ndgather's own way with such an output: 16-byte
+                # streaming stores, each block requested into L2 before the copy.
+                starts.append(replace(streamed, narrow=True, early=True))
         # Untimed first, with the start setting: the first few hundred thousand random blocks
         # of a large table just made ran 2-5x slower than the rest (same rows: 55 ns a row
         # falling to 11 over about 300,000).
@@ -567,7 +578,10 @@ def gather_floor(inputs: Inputs) -> Call:
     # 27 ms and broke the floor). The turn passes only after a gap (other candidates ran): a
     # sample's untimed lead-in and the sample, back to back, are the same.
     flips = [k for k in FLIPPED if k != "placed" or floor.placed_out is not None]
-    turns = [setting, *(replace(setting, **{k: not getattr(setting, k)}) for k in flips)]
+    # The chosen setting every other turn: the floor's time is the fastest of few samples, and
+    # the flipped ones are mostly slower (AMD kind, nine rounds: two samples of the chosen
+    # setting, where ndgather's median of the same work beat them by 1%).
+    turns = [t for k in flips for t in (setting, replace(setting, **{k: not getattr(setting, k)}))]
     _tuned["gather"]["rounds_take_turns"] = [s.label() for s in turns]
     state = {"at": 0, "ended": time.perf_counter()}
 

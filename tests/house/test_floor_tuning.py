@@ -94,10 +94,10 @@ def test_a_second_start_finds_what_interacting_knobs_hide_from_the_first(
 def test_the_timed_rounds_take_turns_with_each_knob_flipped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The gather floor's timed call runs the tuned setting, then, after each gap (other
-    candidates timed in between), the same with one knob of FLIPPED flipped: its fastest
-    sample is the fastest of them. A sample's lead-in and the sample, back to back, run the
-    same setting."""
+    """The gather floor's timed call runs, after each gap (other candidates timed in between),
+    the tuned setting every other turn and between them the same with one knob of FLIPPED
+    flipped: its fastest sample is the fastest of them. A sample's lead-in and the sample,
+    back to back, run the same setting."""
     sys.path.insert(0, str(ROOT))
     try:
         floor = pytest.importorskip("benches.floor")
@@ -135,7 +135,8 @@ def test_the_timed_rounds_take_turns_with_each_knob_flipped(
     floor.configure(2)
     call = floor.gather_floor(SimpleNamespace(data=data))
     ran.clear()
-    for _ in range(2 * (len(floor.FLIPPED) + 1)):
+    turns = 2 * len(floor.FLIPPED)
+    for _ in range(2 * turns):
         clock[0] += 1.0  # a gap: another candidate's sample
         call.fn(3)  # the lead-in
         call.fn(5)  # the sample, right after it
@@ -143,7 +144,9 @@ def test_the_timed_rounds_take_turns_with_each_knob_flipped(
     assert all(lead == sample for lead, sample in pairs)
     samples = [sample for _, sample in pairs]
     flips = [{k for k in floor.FLIPPED if getattr(s, k) != getattr(tuned, k)} for s in samples]
-    assert sorted(map(sorted, flips[: len(floor.FLIPPED) + 1])) == sorted(
-        [[], *([k] for k in floor.FLIPPED)]
-    )
-    assert flips[: len(floor.FLIPPED) + 1] == flips[len(floor.FLIPPED) + 1 :]
+    # The tuned setting every other turn, each knob flipped once a cycle, the cycle repeated.
+    tuned_at = 0 if not flips[0] else 1
+    assert flips[tuned_at::2] == [set()] * turns
+    flipped = flips[1 - tuned_at : turns + 1 - tuned_at : 2]
+    assert sorted(map(sorted, flipped)) == sorted([k] for k in floor.FLIPPED)
+    assert flips[:turns] == flips[turns:]

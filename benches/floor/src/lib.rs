@@ -546,22 +546,20 @@ unsafe fn lines_from<const W: usize, const HEAD: usize>(src: *const u8, dst: *mu
 }
 
 /// [`copy_fixed`] of a multiple of 16 bytes in 16-byte pieces, by plain or (`NT`) streaming
-/// stores (see [`copy_run`]): straight-line code, as the loop has a constant trip count.
+/// stores (see [`copy_run`]): straight-line code, as the loop has a constant trip count. Last
+/// piece first, or with `forward` first piece first.
 ///
 /// # Safety
 /// As for [`copy_fixed`]; `W` a multiple of 16; with `NT`, `dst` 16-byte aligned.
 #[inline(always)]
-unsafe fn copy_narrow<const W: usize, const NT: bool>(src: *const u8, dst: *mut u8) {
+unsafe fn copy_narrow<const W: usize, const NT: bool>(src: *const u8, dst: *mut u8, forward: bool) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
-        // Last piece first: its line is the one the prefetch asked for last (0.93x the
-        // time of first piece first, 128-byte rows 16 bytes past a line, AMD kind).
-        let mut at = W;
-        while at > 0 {
-            at -= 16;
-            // SAFETY: bytes at .. at + 16 <= W of both blocks (W a multiple of 16); a
-            // streaming store at `dst` plus a multiple of 16, 16-byte aligned (caller).
+        let piece = |at: usize| {
+            // SAFETY: bytes at .. at + 16 <= W of both blocks (W a multiple of 16, `at` one
+            // of the multiples of 16 below W taken next); a streaming store at `dst` plus a
+            // multiple of 16, 16-byte aligned (caller).
             unsafe {
                 let v = _mm_loadu_si128(src.add(at).cast());
                 if NT {
@@ -570,11 +568,50 @@ unsafe fn copy_narrow<const W: usize, const NT: bool>(src: *const u8, dst: *mut 
                     _mm_storeu_si128(dst.add(at).cast(), v);
                 }
             }
+        };
+        if forward {
+            // The order a copy that prefetched the block first takes (ndgather's streamed
+            // rows; `copy_run`'s `early`).
+            let mut at = 0;
+            while at + 64 <= W {
+                // SAFETY: as for `piece`: the 64 bytes at `at` of both blocks.
+                unsafe {
+                    let v0 = _mm_loadu_si128(src.add(at).cast());
+                    let v1 = _mm_loadu_si128(src.add(at + 16).cast());
+                    let v2 = _mm_loadu_si128(src.add(at + 32).cast());
+                    let v3 = _mm_loadu_si128(src.add(at + 48).cast());
+                    if NT {
+                        _mm_stream_si128(dst.add(at).cast(), v0);
+                        _mm_stream_si128(dst.add(at + 16).cast(), v1);
+                        _mm_stream_si128(dst.add(at + 32).cast(), v2);
+                        _mm_stream_si128(dst.add(at + 48).cast(), v3);
+                    } else {
+                        _mm_storeu_si128(dst.add(at).cast(), v0);
+                        _mm_storeu_si128(dst.add(at + 16).cast(), v1);
+                        _mm_storeu_si128(dst.add(at + 32).cast(), v2);
+                        _mm_storeu_si128(dst.add(at + 48).cast(), v3);
+                    }
+                }
+                at += 64;
+            }
+            while at < W {
+                piece(at);
+                at += 16;
+            }
+        } else {
+            // Last piece first: its line is the one the prefetch asked for last (0.93x the
+            // time of first piece first, 128-byte rows 16 bytes past a line, AMD kind).
+            let mut at = W;
+            while at > 0 {
+                at -= 16;
+                piece(at);
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: the caller's contract.
     unsafe {
+        let _ = forward;
         copy_fixed::<W, NT>(src, dst)
     };
 }
@@ -704,13 +741,17 @@ unsafe fn copy_any<const NT: bool>(src: *const u8, dst: *mut u8, len: usize) {
 /// ns from a line-aligned table and 10 ns for ndgather's 16-byte moves), the prefetch asks
 /// for each block's last line too ([`prefetch_fixed`]; so it does without `narrow` for blocks
 /// that may not start on a line), and it comes after the block's copy, not before (with hint
-/// T2: 9-10 ns a row, against 12-16 ns before it). The tuning tries both ways.
+/// T2: 9-10 ns a row, against 12-16 ns before it); with `early` before it, the pieces then
+/// first to last, as ndgather streams such rows (AMD kind, two threads, its own timed calls:
+/// `tokens_b1`'s 1 KiB rows 1.42 against 1.63 ms after, `gather_batch`'s 64-byte rows
+/// 1.42-1.43 against 1.56-1.61 ms at best). The tuning tries all three ways.
 ///
 /// # Safety
 /// Every `data + now[i] .. + block` is readable; `[dst, dst + now.len() * block)` writable
 /// and apart from them (and aligned as [`copy_fixed`] asks with `NT`); `ahead` is at least as
 /// long as `now`; `W` is 0 or `block`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>(
     data: *const u8,
     now: &[u64],
@@ -719,6 +760,7 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
     block: usize,
     prefetch_ahead: bool,
     narrow: bool,
+    early: bool,
 ) {
     let at = |off: u64| data.wrapping_add(off as usize);
     // Blocks that may not start on a line (the offsets are multiples of `block`) have their
@@ -741,8 +783,11 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
                     dst = dst.add(block);
                 } else {
                     if narrow && W.is_multiple_of(16) {
-                        copy_narrow::<W, NT>(at(c[u]), dst);
-                        if prefetch_ahead {
+                        if early && prefetch_ahead {
+                            prefetch_fixed::<W, H>(at(a[u]), true);
+                        }
+                        copy_narrow::<W, NT>(at(c[u]), dst, early);
+                        if !early && prefetch_ahead {
                             prefetch_fixed::<W, H>(at(a[u]), true);
                         }
                     } else {
@@ -762,7 +807,7 @@ unsafe fn copy_run<const U: usize, const H: i32, const W: usize, const NT: bool>
             if W == 0 {
                 copy_any::<NT>(at(off), dst, block);
             } else if narrow && W.is_multiple_of(16) {
-                copy_narrow::<W, NT>(at(off), dst);
+                copy_narrow::<W, NT>(at(off), dst, early);
             } else {
                 copy_fixed::<W, NT>(at(off), dst);
             }
@@ -784,6 +829,9 @@ struct Stretch {
     distance: usize,
     /// Whether blocks are copied as rows that do not start on a line ([`copy_run`]).
     narrow: bool,
+    /// With `narrow`: each block's prefetch comes before its copy, whose pieces go first to
+    /// last ([`copy_run`]).
+    early: bool,
 }
 
 /// Items `first .. first + len` of a stretch's repetitions (item `r * count + i` is block `i`
@@ -820,6 +868,7 @@ unsafe fn gather_range<const U: usize, const H: i32, const W: usize, const NT: b
                 s.block,
                 s.distance > 0,
                 s.narrow,
+                s.early,
             );
         }
         item += run;
@@ -938,7 +987,8 @@ pub unsafe extern "C" fn floor_offsets_fit(
 ///
 /// Prefetching the block `distance` places ahead with hint `hint` (0 to 3: T0, T1, T2, NTA),
 /// `unroll` blocks a loop turn (1, 2, 4 or 8), by plain or (`streaming`) non-temporal stores;
-/// with `narrow`, as rows that do not start on a line (see [`copy_run`]).
+/// with `narrow`, as rows that do not start on a line, and with `early` too, prefetching
+/// each block before its copy (see [`copy_run`]).
 /// Returns the blocks copied: 0 when the sizes given do not hold the work (nothing done).
 ///
 /// # Safety
@@ -966,6 +1016,7 @@ pub unsafe extern "C" fn floor_gather(
     hint: usize,
     streaming: bool,
     narrow: bool,
+    early: bool,
 ) -> u64 {
     let total = count.saturating_mul(reps.max(1));
     let used = if shared {
@@ -1005,6 +1056,7 @@ pub unsafe extern "C" fn floor_gather(
         block,
         distance: distance.min(padded - n),
         narrow,
+        early,
     };
     // Shared by the threads.
     let (data, out) = (data as usize, out as usize);
@@ -1176,7 +1228,8 @@ mod tests {
                                 unroll,
                                 hint,
                                 nt,
-                                distance % 16 == 8, // `narrow` on some
+                                distance % 16 == 8 || distance == 1, // `narrow` on some
+                                distance == 1,                       // and `early`
                             )
                         };
                         assert_eq!(got, 2 * n as u64, "width {w}");
@@ -1235,6 +1288,7 @@ mod tests {
                     0,
                     1,
                     0,
+                    false,
                     false,
                     false,
                 )
