@@ -535,19 +535,28 @@ fn index_bytes(ids: &[i64], wide: bool) -> (Vec<u8>, IndexType, isize) {
 /// (`offsets::wide_run` takes up to four) and one at a time otherwise,
 /// against a naive loop: `i64` and `i32` indices,
 /// negatives from the end or rejected, a bad index at every position of its
-/// eight and in the scalar tail, in each place of its tuple, every mode.
+/// eight and in the scalar tail, in each place of its tuple, every mode;
+/// without batch dimensions (every row's offset from the same place) and
+/// with one tuple a batch (each row's from the next batch's place).
 #[test]
 fn tuples_resolved_eight_at_a_time_are_exact() {
     let all_sizes = [5usize, 3, 4, 2, 3];
     let (width, n) = (3usize, 203usize);
     let mut rng = Rng(11);
-    for k in 1..=all_sizes.len() {
+    for (k, batch) in (1..=all_sizes.len()).flat_map(|k| [(k, 0usize), (k, 1)]) {
         let sizes = &all_sizes[..k];
         let rows: usize = sizes.iter().product();
-        let data: Vec<u8> = (0..rows * width).map(|v| (v * 7 % 251) as u8).collect();
+        // With a batch axis, tuple t is looked up in batch t (n batches).
+        let batches = if batch == 1 { n } else { 1 };
+        let data: Vec<u8> = (0..batches * rows * width)
+            .map(|v| (v * 7 % 251) as u8)
+            .collect();
         let mut shape = sizes.to_vec();
+        if batch == 1 {
+            shape.insert(0, n);
+        }
         shape.push(width);
-        let mut strides = vec![0isize; k + 1];
+        let mut strides = vec![0isize; shape.len()];
         let mut step = 1isize;
         for (s, &d) in strides.iter_mut().zip(&shape).rev() {
             *s = step;
@@ -583,7 +592,7 @@ fn tuples_resolved_eight_at_a_time_are_exact() {
                         strides: &[size * k as isize, size],
                         itemsize: size as usize,
                     };
-                    let mut plan = plan_gather_nd(d, i, ty, 0).unwrap();
+                    let mut plan = plan_gather_nd(d, i, ty, batch as i64).unwrap();
                     if !wrap {
                         plan = plan.reject_negative_indices();
                     }
@@ -616,7 +625,7 @@ fn tuples_resolved_eight_at_a_time_are_exact() {
                                 Err(GatherError::IndexOutOfRange(e)) => assert_eq!(
                                     (e.value, e.position.as_slice()),
                                     (ids[p] as i128, &[p / k, p % k][..]),
-                                    "k {k} wide {wide} wrap {wrap}"
+                                    "k {k} batch {batch} wide {wide} wrap {wrap}"
                                 ),
                                 other => panic!("{other:?}"),
                             }
@@ -628,11 +637,12 @@ fn tuples_resolved_eight_at_a_time_are_exact() {
                             let at = tuple.iter().zip(sizes).try_fold(0, |acc, (&v, &s)| {
                                 resolve(v, s, mode == Mode::Clip).map(|r| acc * s + r)
                             });
-                            match at {
+                            let first = if batch == 1 { t * rows } else { 0 };
+                            match at.map(|r| first + r) {
                                 Some(r) => assert_eq!(
                                     row,
                                     &data[r * width..(r + 1) * width],
-                                    "k {k} wide {wide} wrap {wrap} {mode:?} tuple {t}"
+                                    "k {k} batch {batch} wide {wide} wrap {wrap} {mode:?} tuple {t}"
                                 ),
                                 None => assert!(row.iter().all(|&b| b == 0), "{t}"),
                             }

@@ -92,7 +92,9 @@ pub(crate) unsafe fn compute_offsets<T: IndexElem, const CLIP: bool, const ZERO:
 /// one to four `i64` or `i32` indices, each tuple's indices
 /// side by side and the tuples one after the other, the data offset the
 /// same for every row of the run (a Gather's rows along its index axis, a
-/// GatherND's tuples without batch dimensions). Clips as [`resolve`] does
+/// GatherND's tuples without batch dimensions) or a constant step apart
+/// (the innermost row axis a batch axis, one tuple a batch: `ov_gnd8_xml3`,
+/// whose scalar loop was a third of a profile). Clips as [`resolve`] does
 /// with `CLIP`; without, stops before the first eight that hold an index
 /// outside its axis, for the scalar loop to report or zero-fill. Returns how
 /// many slots it filled (a multiple of eight).
@@ -110,18 +112,20 @@ unsafe fn wide_offsets<T: IndexElem, const CLIP: bool>(
 ) -> usize {
     match plan.rows.last() {
         // SAFETY: forwarded; the run's rows' tuples lie `index_stride` apart
-        // from the odometer's position.
-        Some(inner) if inner.data_stride == 0 => unsafe {
-            wide_run::<T, CLIP>(plan, od.index_off, inner.index_stride, od.data_off, slots)
+        // from the odometer's position, their slices `data_stride` apart.
+        Some(inner) => unsafe {
+            let (step, base) = (inner.index_stride, od.data_off);
+            wide_run::<T, CLIP>(plan, od.index_off, step, base, inner.data_stride, slots)
         },
-        _ => 0,
+        None => 0,
     }
 }
 
 /// [`wide_offsets`] for the `slots.len()` tuples `step` bytes apart from
-/// `index_off` (from the first index of `indices`), each offset from
-/// `base`: 0 unless they lie one after the other (`step` a tuple's size, its
-/// indices side by side) and the CPU has the loop.
+/// `index_off` (from the first index of `indices`), the offset of row `r`
+/// from `base + r * row_stride`: 0 unless they lie one after the other
+/// (`step` a tuple's size, its indices side by side) and the CPU has the
+/// loop.
 ///
 /// # Safety
 /// Those tuples are tuples of existing index rows of `plan`.
@@ -131,6 +135,7 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
     index_off: isize,
     step: isize,
     base: isize,
+    row_stride: isize,
     slots: &mut [isize],
 ) -> usize {
     #[cfg(target_arch = "x86_64")]
@@ -173,10 +178,11 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
                     // `ids` holds `slots.len()` tuples of $k indices of
                     // `id_bytes` (above).
                     $($axes => unsafe {
+                        let rows = (base, row_stride);
                         if wide {
-                            offsets_by_eight::<true, CLIP, $k>($list, ids, base, wrap, slots)
+                            offsets_by_eight::<true, CLIP, $k>($list, ids, rows, wrap, slots)
                         } else {
-                            offsets_by_eight::<false, CLIP, $k>($list, ids, base, wrap, slots)
+                            offsets_by_eight::<false, CLIP, $k>($list, ids, rows, wrap, slots)
                         }
                     },)*
                     _ => 0,
@@ -197,8 +203,9 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
     0
 }
 
-/// [`wide_offsets`]' loop: `base + sum_j resolve(id_j) * axes[j].data_stride`
-/// for each of the `slots.len()` tuples of `K` indices at `ids` (`i64` if
+/// [`wide_offsets`]' loop: `base + r * row_stride + sum_j resolve(id_j) *
+/// axes[j].data_stride` (`rows` is `(base, row_stride)`) for each tuple `r`
+/// of the `slots.len()` tuples of `K` indices at `ids` (`i64` if
 /// `WIDE`, else `i32`), eight tuples at a time, as [`resolve`] does it;
 /// without `CLIP`, stops before the first eight with an index outside its
 /// axis. How many it filled.
@@ -212,7 +219,7 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
 unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
     axes: [TupleAxis; K],
     ids: *const u8,
-    base: isize,
+    rows: (isize, isize),
     wrap: bool,
     slots: &mut [isize],
 ) -> usize {
@@ -223,7 +230,15 @@ unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
         std::array::from_fn(|j| _mm512_set1_epi64(axes[j].size.wrapping_sub(1) as i64));
     let strides: [__m512i; K] =
         std::array::from_fn(|j| _mm512_set1_epi64(axes[j].data_stride as i64));
-    let base_v = _mm512_set1_epi64(base as i64);
+    // Row r of the eight at `at`: base + (at + r) * row_stride, wrapping as
+    // the scalar loop's sum does.
+    let (base, row_stride) = (rows.0 as i64, rows.1 as i64);
+    let lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    let mut base_v = _mm512_add_epi64(
+        _mm512_set1_epi64(base),
+        _mm512_mullo_epi64(lane, _mm512_set1_epi64(row_stride)),
+    );
+    let next_eight = _mm512_set1_epi64(row_stride.wrapping_mul(8));
     // Eight tuples load as K vectors of eight indices, index j of tuple t at
     // position K * t + j: lane (K * t + j) % 8 of vector (K * t + j) / 8.
     // `lanes[j][v]`: which lanes of index j's vector come from vector v, and
@@ -285,6 +300,7 @@ unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
         }
         // SAFETY: slots at..at + 8 lie in `slots`; `isize` is 64 bits here.
         unsafe { _mm512_storeu_si512(slots.as_mut_ptr().add(at).cast(), off) };
+        base_v = _mm512_add_epi64(base_v, next_eight);
         at += 8;
     }
     at
@@ -436,7 +452,7 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
         let len = (run - start).min(WIDE_CHECK_ROWS);
         let at = od.index_off + start as isize * step;
         // SAFETY: rows start..start + len of this run exist (caller).
-        let good = unsafe { wide_run::<T, CLIP>(plan, at, step, 0, &mut scratch[..len]) };
+        let good = unsafe { wide_run::<T, CLIP>(plan, at, step, 0, 0, &mut scratch[..len]) };
         start += good;
         if good < len {
             break;
