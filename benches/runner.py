@@ -127,7 +127,7 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         "kind": machine_kind(),
         "caches": _caches(),
         # The thresholds ndgather derived from them (docs/architecture.md's model).
-        "ndgather_tuning": dict(getattr(ndgather._core, "_TUNING", {})),
+        "ndgather_tuning": _ndgather_tuning(),
         "cores": os.cpu_count(),
         "usable_cores": usable,
         "memory_gib": _memory_gib(),
@@ -145,6 +145,16 @@ def machine_info(versions: Mapping[str, str], extra: Mapping[str, Any] = {}) -> 
         )
         print(f"warning: recording {why}; the run does not name the code measured", file=sys.stderr)
     return info
+
+
+def _ndgather_tuning() -> dict[str, Any]:
+    """The machine model of the ndgather imported (its caches, where they came from, the
+    thresholds derived: docs/architecture.md); builds before ``_tuning()`` kept the
+    thresholds alone in ``_TUNING``."""
+    core = ndgather._core
+    if hasattr(core, "_tuning"):
+        return dict(core._tuning())
+    return dict(getattr(core, "_TUNING", {}))
 
 
 def _caches() -> dict[str, str]:

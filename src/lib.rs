@@ -65,6 +65,7 @@ pub use error::{GatherError, OutOfRange, Result};
 pub use execute::Validation;
 pub use index::IndexType;
 pub use layout::{span, ArrayView};
+pub use machine::set_caches;
 pub use mode::Mode;
 pub use plan::{plan_gather, plan_gather_nd, Operator, Plan};
 pub use threads::{

@@ -4,7 +4,8 @@
 //! machine"). Read once (at import, in the bindings, so that no fork finds
 //! it half read); a machine that reports nothing gets the caches of the kind
 //! the constants were first tuned on (AMD EPYC Zen 4 VM: 1 MiB L2, 32 MiB
-//! L3).
+//! L3). The cache sizes may be set instead, once, at import
+//! (`NDGATHER_L2_BYTES`, `NDGATHER_LLC_BYTES`: [`set_caches`]).
 
 use std::sync::OnceLock;
 
@@ -110,11 +111,92 @@ impl Tuning {
     }
 }
 
-/// The running machine's thresholds (read once).
+/// Where the model's cache sizes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The first CPU's, as sysfs reports them.
+    Sysfs,
+    /// Set at import (`NDGATHER_L2_BYTES`, `NDGATHER_LLC_BYTES`; [`set_caches`]).
+    Environment,
+    /// [`TUNED_ON`]'s: the machine reported none.
+    Default,
+}
+
+/// The model of one machine: the caches it read and the thresholds derived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Model {
+    pub(crate) caches: Caches,
+    pub(crate) from: Source,
+    pub(crate) tuning: Tuning,
+}
+
+/// The model from what the machine reports (read once).
+fn detected() -> &'static Model {
+    static DETECTED: OnceLock<Model> = OnceLock::new();
+    DETECTED.get_or_init(|| {
+        let (caches, from) = match caches() {
+            Some(c) => (c, Source::Sysfs),
+            None => (TUNED_ON, Source::Default),
+        };
+        Model {
+            caches,
+            from,
+            tuning: Tuning::for_machine(caches, maker()),
+        }
+    })
+}
+
+/// The model from the caches set at import, if any were ([`set_caches`]).
+static SET: OnceLock<Model> = OnceLock::new();
+
+/// The running machine's model: the caches set at import, else those it
+/// reports.
+#[inline]
+pub(crate) fn model() -> &'static Model {
+    SET.get().unwrap_or_else(detected)
+}
+
+/// The running machine's thresholds.
 #[inline]
 pub(crate) fn tuning() -> &'static Tuning {
-    static TUNING: OnceLock<Tuning> = OnceLock::new();
-    TUNING.get_or_init(|| Tuning::for_machine(caches().unwrap_or(TUNED_ON), maker()))
+    &model().tuning
+}
+
+/// Sets the cache sizes the model derives its thresholds from, in bytes: one
+/// core's L2 and the last level's, each `None` for what the machine reports.
+/// Like glibc's tunables for its `memcpy`, for machines that report them
+/// wrong or not at all (a container hiding sysfs gets the defaults of
+/// [`TUNED_ON`]; a VM may see a last level shared with many others). Once,
+/// at import (`NDGATHER_L2_BYTES`, `NDGATHER_LLC_BYTES`), before any call,
+/// even with neither set, so that nothing changes the model afterwards: a
+/// second time is an error, as is a size of 0. Sizes are bounded as
+/// [`Tuning::for_machine`] says.
+pub fn set_caches(l2: Option<usize>, last: Option<usize>) -> crate::Result<()> {
+    if l2 == Some(0) || last == Some(0) {
+        return Err(crate::GatherError::InvalidArgument(
+            "a cache size must be at least one byte".into(),
+        ));
+    }
+    let base = *detected();
+    let model = if l2.is_none() && last.is_none() {
+        base
+    } else {
+        let caches = Caches {
+            l2: l2.unwrap_or(base.caches.l2),
+            last: last.unwrap_or(base.caches.last),
+        };
+        Model {
+            caches,
+            from: Source::Environment,
+            tuning: Tuning::for_machine(caches, maker()),
+        }
+    };
+    SET.set(model).map_err(|_| {
+        crate::GatherError::InvalidArgument(
+            "the cache sizes are set once, at import (NDGATHER_L2_BYTES, NDGATHER_LLC_BYTES)"
+                .into(),
+        )
+    })
 }
 
 /// Whether the loops compiled for AVX-512 (F and DQ) run here: the CPU has
@@ -191,7 +273,10 @@ fn parse_size(text: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{caches, maker, parse_size, tuning, Caches, Maker, Tuning, TUNED_ON};
+    use super::{
+        caches, maker, model, parse_size, set_caches, tuning, Caches, Maker, Source, Tuning,
+        TUNED_ON,
+    };
 
     #[test]
     fn the_amd_kind_gets_the_constants_measured_on_it() {
@@ -277,8 +362,17 @@ mod tests {
             Some(c) => {
                 assert!(c.l2 > 0 && c.last >= c.l2, "{c:?}");
                 assert_eq!(t, Tuning::for_machine(c, maker()));
+                assert_eq!(model().from, Source::Sysfs);
             }
-            None => assert_eq!(t, Tuning::for_machine(TUNED_ON, maker())),
+            None => {
+                assert_eq!(t, Tuning::for_machine(TUNED_ON, maker()));
+                assert_eq!(model().from, Source::Default);
+            }
         }
+        // Nothing set in the tests: a size of 0 is refused before that is
+        // looked at, and the model stays what the machine reports.
+        assert!(set_caches(Some(0), None).is_err());
+        assert!(set_caches(None, Some(0)).is_err());
+        assert_eq!(*tuning(), t);
     }
 }

@@ -2,11 +2,13 @@
 
 ``NDGATHER_NUM_THREADS`` sets the thread count, ``NDGATHER_POOL_BYTES`` the result pool's
 limit, ``NDGATHER_PREFAULT`` whether gathers from file mappings read their pages first and
-``NDGATHER_LINGER_US`` how long worker threads stay awake after a split call and
-``NDGATHER_WAKE_US`` how long a sleeping one takes to wake (unset: measured). No
-value may break ``import ndgather``: one that cannot be used warns once, naming the variable
-and the value, and the default stays. This module only reads the text; the range checks are
-those of ``set_num_threads``, ``set_pool_limit``, ``_set_linger_us`` and ``_set_wake_us``.
+``NDGATHER_LINGER_US`` how long worker threads stay awake after a split call,
+``NDGATHER_WAKE_US`` how long a sleeping one takes to wake (unset: measured), and
+``NDGATHER_L2_BYTES`` and ``NDGATHER_LLC_BYTES`` the cache sizes the copy's thresholds are
+derived from (unset: what the machine reports). No value may break ``import ndgather``: one
+that cannot be used warns once, naming the variable and the value, and the default stays.
+This module only reads the text; the range checks are those of ``set_num_threads``,
+``set_pool_limit``, ``_set_linger_us``, ``_set_wake_us`` and ``_set_caches``.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import os
 import re
 import warnings
 from collections.abc import Callable
+from functools import partial
 
 from ndgather._core import (
+    _set_caches,
     _set_linger_us,
     _set_wake_us,
     set_num_threads,
@@ -105,9 +109,36 @@ def _apply(
 
 def apply_environment() -> None:
     """Apply ``NDGATHER_NUM_THREADS``, ``NDGATHER_POOL_BYTES``, ``NDGATHER_PREFAULT``,
-    ``NDGATHER_LINGER_US`` and ``NDGATHER_WAKE_US``, warning about bad values."""
+    ``NDGATHER_LINGER_US``, ``NDGATHER_WAKE_US``, ``NDGATHER_L2_BYTES`` and
+    ``NDGATHER_LLC_BYTES``, warning about bad values."""
     _apply("NDGATHER_NUM_THREADS", parse_whole, set_num_threads, "every CPU")
     _apply("NDGATHER_POOL_BYTES", parse_bytes, set_pool_limit, "the default of 1 GiB")
     _apply("NDGATHER_PREFAULT", parse_switch, lambda on: set_prefault(bool(on)), "on")
     _apply("NDGATHER_LINGER_US", parse_whole, _set_linger_us, "200 us")
     _apply("NDGATHER_WAKE_US", parse_whole, _set_wake_us, "the time measured")
+    # Both sizes in one call (the model is set once, at import): each one that is unset or
+    # cannot be used is what the machine reports.
+    caches: dict[str, int] = {}
+    for variable, key in (("NDGATHER_L2_BYTES", "l2"), ("NDGATHER_LLC_BYTES", "llc")):
+        _apply(variable, parse_bytes, partial(_cache_size, caches, key), "what the machine reports")
+    # Called at import even with neither size: the model is then fixed for the process.
+    try:
+        _set_caches(caches.get("l2"), caches.get("llc"))
+    except ValueError as error:
+        if caches:
+            named = ", ".join(
+                f"NDGATHER_{key.upper()}_BYTES={os.environ.get(f'NDGATHER_{key.upper()}_BYTES')!r}"
+                for key in caches
+            )
+            warnings.warn(
+                f"ignoring {named} ({error}); the cache sizes stay as they are",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+def _cache_size(caches: dict[str, int], key: str, nbytes: int) -> None:
+    """Keeps one cache size for ``_set_caches``; 0 is no cache size."""
+    if nbytes <= 0:
+        raise ValueError("a cache size must be at least one byte")
+    caches[key] = nbytes

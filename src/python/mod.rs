@@ -246,6 +246,46 @@ fn get_linger_us_py() -> u64 {
     crate::linger_us()
 }
 
+/// Sets the cache sizes, in bytes, that the machine model derives its
+/// thresholds from (``NDGATHER_L2_BYTES``, ``NDGATHER_LLC_BYTES``): one
+/// core's L2 and the last level's, ``None`` for what the machine reports.
+/// Once, at import (even with neither set: nothing changes the model after
+/// it); a second call, a size of 0 or a negative one is a ``ValueError``.
+#[pyfunction(name = "_set_caches")]
+#[pyo3(signature = (l2, llc))]
+fn set_caches_py(l2: Option<Int64>, llc: Option<Int64>) -> PyResult<()> {
+    let error = |n| format!("_set_caches: a cache size must be a number of bytes > 0, got {n}");
+    let l2 = l2.map(|v| v.size("l2", error)).transpose()?;
+    let llc = llc.map(|v| v.size("llc", error)).transpose()?;
+    Ok(crate::machine::set_caches(l2, llc)?)
+}
+
+/// The machine model here (docs/architecture.md): the caches it read, in
+/// bytes, where from (``"sysfs"``, ``"environment"`` or ``"default"``), and
+/// the thresholds it derived; for the tests and the benchmarks' records.
+#[pyfunction(name = "_tuning")]
+fn tuning_py(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    use crate::machine::{model, Source};
+    let m = model();
+    let t = m.tuning;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("l2_bytes", m.caches.l2)?;
+    d.set_item("llc_bytes", m.caches.last)?;
+    let from = match m.from {
+        Source::Sysfs => "sysfs",
+        Source::Environment => "environment",
+        Source::Default => "default",
+    };
+    d.set_item("caches_from", from)?;
+    d.set_item("stream_min_out_bytes", t.stream_min_out_bytes)?;
+    d.set_item("stream_min_slice_bytes", t.stream_min_slice_bytes)?;
+    d.set_item("whole_line_min_bytes", t.whole_line_min_bytes)?;
+    d.set_item("results_lie_as_data", t.results_lie_as_data)?;
+    d.set_item("far_min_data_bytes", t.far_min_data_bytes)?;
+    d.set_item("prefetch_min_data_bytes", t.prefetch_min_data_bytes)?;
+    Ok(d)
+}
+
 /// Sets the time a sleeping worker thread takes to wake, in microseconds
 /// (``NDGATHER_WAKE_US``), from 0 to 1,000,000, which decides whether a
 /// call made while every worker sleeps is worth splitting; ``None``: the
@@ -322,8 +362,8 @@ mod _core {
         gather_with_rules_py, get_linger_us_py, get_num_threads_py, get_pool_limit_py,
         get_prefault_py, get_wake_us_py, pool_bytes_py, prepare_gather_nd_py, prepare_gather_py,
         prepared::{prepared_from_state, PreparedGather},
-        release_pool_py, set_linger_us_py, set_num_threads_py, set_pool_limit_py, set_prefault_py,
-        set_wake_us_py,
+        release_pool_py, set_caches_py, set_linger_us_py, set_num_threads_py, set_pool_limit_py,
+        set_prefault_py, set_wake_us_py, tuning_py,
     };
 
     // What `init` uses of this file (`mod.rs`).
@@ -340,17 +380,10 @@ mod _core {
         fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
         m.add("MAX_THREADS", crate::MAX_THREADS)?;
         m.add("IDLE_RELEASE_SECONDS", IDLE_RELEASE.as_secs_f64())?;
-        // The thresholds the machine model derived here (docs/architecture.md),
-        // for the tests and the benchmarks' records.
-        let t = crate::machine::tuning();
-        let tuning = pyo3::types::PyDict::new(m.py());
-        tuning.set_item("stream_min_out_bytes", t.stream_min_out_bytes)?;
-        tuning.set_item("stream_min_slice_bytes", t.stream_min_slice_bytes)?;
-        tuning.set_item("whole_line_min_bytes", t.whole_line_min_bytes)?;
-        tuning.set_item("results_lie_as_data", t.results_lie_as_data)?;
-        tuning.set_item("far_min_data_bytes", t.far_min_data_bytes)?;
-        tuning.set_item("prefetch_min_data_bytes", t.prefetch_min_data_bytes)?;
-        m.add("_TUNING", tuning)?;
+        // What the machine reports, read now, at import, so that no fork
+        // finds it half read (`machine`); `_set_caches` may still replace it
+        // before the import ends (`_environment.py`).
+        let _ = crate::machine::tuning();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         // Last, once the functions exist: from here on, a thread may fork at
         // any moment and its child must find no lock held and no cell half

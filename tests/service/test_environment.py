@@ -1,5 +1,6 @@
-"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES, NDGATHER_PREFAULT, NDGATHER_LINGER_US and
-NDGATHER_WAKE_US: read at import, and no value breaks it."""
+"""NDGATHER_NUM_THREADS, NDGATHER_POOL_BYTES, NDGATHER_PREFAULT, NDGATHER_LINGER_US,
+NDGATHER_WAKE_US, NDGATHER_L2_BYTES and NDGATHER_LLC_BYTES: read at import, and no value
+breaks it."""
 
 from __future__ import annotations
 
@@ -219,3 +220,107 @@ def test_every_size_accepted_means_what_it_means_to_dask(value: str) -> None:
     """ndgather.dask reads dask's array.chunk-size with dask's parser: no size means two things."""
     dask_utils = pytest.importorskip("dask.utils")
     assert parse_bytes(value) == dask_utils.parse_bytes(value)
+
+
+def _run_with(env_vars: dict[str, str], code: str) -> tuple[str, str]:
+    """Run ``code`` in a child that imports ndgather with ``env_vars``; its stdout and
+    stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
+    env.update(env_vars)
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c", "import ndgather\n" + code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip(), proc.stderr
+
+
+_MODEL = "import json; print(json.dumps(ndgather._core._tuning()))"
+
+
+def test_cache_sizes_from_the_environment_set_the_model() -> None:
+    """The Intel Xeon VM's caches (2 MiB L2, 260 MiB L3) give its thresholds
+    (docs/architecture.md) on any machine; one size alone keeps the other as reported."""
+    import json
+
+    reported = ndgather._core._tuning()
+    assert reported["caches_from"] in ("sysfs", "default")
+    got, stderr = _run_with({"NDGATHER_L2_BYTES": "2MiB", "NDGATHER_LLC_BYTES": "260MiB"}, _MODEL)
+    model = json.loads(got)
+    assert "Warning" not in stderr, stderr
+    assert model["caches_from"] == "environment"
+    assert (model["l2_bytes"], model["llc_bytes"]) == (2 << 20, 260 << 20)
+    assert model["stream_min_out_bytes"] == 32 << 20
+    assert model["far_min_data_bytes"] == 520 << 20
+    assert model["prefetch_min_data_bytes"] == 8 << 20
+    got, _ = _run_with({"NDGATHER_LLC_BYTES": "1 GiB"}, _MODEL)
+    model = json.loads(got)
+    assert (model["l2_bytes"], model["llc_bytes"]) == (reported["l2_bytes"], 1 << 30)
+    assert model["stream_min_out_bytes"] == reported["stream_min_out_bytes"]
+    assert model["far_min_data_bytes"] == 2 << 30
+
+
+@pytest.mark.parametrize("value", ["0", "12M", "-1", "big", "1e30", str(2**64)])
+def test_a_bad_cache_size_warns_once_and_keeps_what_the_machine_reports(value: str) -> None:
+    import json
+
+    reported = ndgather._core._tuning()
+    got, stderr = _run_with({"NDGATHER_L2_BYTES": value}, _MODEL)
+    assert json.loads(got) == reported
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert f"NDGATHER_L2_BYTES={value!r}" in stderr
+
+
+def test_the_cache_sizes_are_set_once_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ndgather._core import _set_caches, _tuning
+
+    before = _tuning()
+    with pytest.raises(ValueError, match="once, at import"):
+        _set_caches(1 << 20, 32 << 20)
+    with pytest.raises(ValueError, match="at least one byte|> 0"):
+        _set_caches(0, None)
+    monkeypatch.setenv("NDGATHER_LLC_BYTES", "64MiB")
+    with pytest.warns(RuntimeWarning, match="NDGATHER_LLC_BYTES='64MiB'"):
+        apply_environment()
+    assert _tuning() == before
+
+
+@pytest.mark.parametrize(
+    "caches",
+    [
+        {"NDGATHER_L2_BYTES": "256KiB", "NDGATHER_LLC_BYTES": "2MiB"},  # everything streams
+        {"NDGATHER_L2_BYTES": "64MiB", "NDGATHER_LLC_BYTES": "4GiB"},  # nothing does
+    ],
+)
+def test_calls_are_exact_whatever_the_cache_sizes(caches: dict[str, str]) -> None:
+    """The thresholds move which copy runs (streamed, prefetched far or near, or not at
+    all); every one gives NumPy's result, new arrays and ``out=``, on two threads."""
+    code = """
+import numpy as np
+ndgather.set_num_threads(2)
+rng = np.random.default_rng(9)
+for shape, n in (((1 << 16, 64), 1 << 16), ((1 << 18, 16), 5000), ((4096, 4096), 1 << 20)):
+    table = rng.random(shape, dtype=np.float32)
+    if shape[0] == 4096:
+        ids = rng.integers(0, 4096, (n, 2))
+        want = table[ids[:, 0], ids[:, 1]]
+        got = ndgather.gather_nd(table, ids)
+    else:
+        ids = rng.integers(0, shape[0], n)
+        want = table[ids]
+        got = ndgather.gather(table, ids)
+    np.testing.assert_array_equal(got, want)
+    out = np.empty_like(want)
+    if shape[0] == 4096:
+        ndgather.gather_nd(table, ids, out=out)
+    else:
+        ndgather.gather(table, ids, out=out, mode="clip")
+    np.testing.assert_array_equal(out, want)
+print(ndgather._core._tuning()["caches_from"])
+"""
+    got, stderr = _run_with(caches, code)
+    assert got == "environment", stderr
+    assert "Warning" not in stderr, stderr

@@ -98,7 +98,7 @@ def test_streamed_results_start_where_data_does_in_a_line(offset: int) -> None:
     # streams starts `data`'s offset past a line, rounded down to 16 bytes,
     # where the machine's model says so (docs/architecture.md); any other
     # large result starts on a line.
-    tuning = ndgather._core._TUNING
+    tuning = ndgather._core._tuning()
     rows = max(tuning["stream_min_out_bytes"], 1 << 20) // 256
     rng = np.random.default_rng(6)
     data = rng.random((4096, 64), dtype=np.float32)
