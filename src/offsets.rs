@@ -138,6 +138,44 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
     row_stride: isize,
     slots: &mut [isize],
 ) -> usize {
+    let count = slots.len();
+    // SAFETY: forwarded; `slots` holds the `count` offsets.
+    unsafe { wide_tuples::<T, CLIP, true>(plan, index_off, step, (base, row_stride), count, slots) }
+}
+
+/// [`wide_run`] without the offsets: how many of the `count` tuples `step`
+/// bytes apart from `index_off` it found good, eight at a time, up to the
+/// first eight that hold a bad index (0 where the CPU lacks the loop). A
+/// validation's pass: the offsets it would drop cost it as much again as
+/// the check (`ov_gnd8_xml3`'s 4,096 indices, checked before an `out=`).
+///
+/// # Safety
+/// As for [`wide_run`].
+#[inline(always)]
+unsafe fn wide_check<T: IndexElem, const CLIP: bool>(
+    plan: &Plan<'_>,
+    index_off: isize,
+    step: isize,
+    count: usize,
+) -> usize {
+    // SAFETY: forwarded; nothing is stored.
+    unsafe { wide_tuples::<T, CLIP, false>(plan, index_off, step, (0, 0), count, &mut []) }
+}
+
+/// [`wide_run`] (`STORE`: into `slots`, `count` long) and [`wide_check`].
+///
+/// # Safety
+/// As for [`wide_run`]; with `STORE`, `slots` holds `count` offsets.
+#[inline(always)]
+unsafe fn wide_tuples<T: IndexElem, const CLIP: bool, const STORE: bool>(
+    plan: &Plan<'_>,
+    index_off: isize,
+    step: isize,
+    rows: (isize, isize),
+    count: usize,
+    slots: &mut [isize],
+) -> usize {
+    debug_assert!(!STORE || slots.len() == count);
     #[cfg(target_arch = "x86_64")]
     {
         use std::any::TypeId;
@@ -150,7 +188,7 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
         };
         let id_bytes: isize = if wide { 8 } else { 4 };
         let k = plan.tuple.len() as isize;
-        if slots.len() < 8
+        if count < 8
             || step != k * id_bytes
             || (k > 1 && plan.tuple_stride != id_bytes)
             || !crate::machine::wide_vectors()
@@ -175,14 +213,13 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
             ($($axes:pat => $k:literal, $list:expr;)*) => {
                 match plan.tuple.as_slice() {
                     // SAFETY: the CPU has AVX-512F and DQ (`wide_vectors`);
-                    // `ids` holds `slots.len()` tuples of $k indices of
-                    // `id_bytes` (above).
+                    // `ids` holds `count` tuples of $k indices of `id_bytes`
+                    // (above); with `STORE`, `slots` their `count` offsets.
                     $($axes => unsafe {
-                        let rows = (base, row_stride);
                         if wide {
-                            offsets_by_eight::<true, CLIP, $k>($list, ids, rows, wrap, slots)
+                            offsets_by_eight::<true, CLIP, $k, STORE>($list, ids, rows, wrap, count, slots)
                         } else {
-                            offsets_by_eight::<false, CLIP, $k>($list, ids, rows, wrap, slots)
+                            offsets_by_eight::<false, CLIP, $k, STORE>($list, ids, rows, wrap, count, slots)
                         }
                     },)*
                     _ => 0,
@@ -205,22 +242,30 @@ unsafe fn wide_run<T: IndexElem, const CLIP: bool>(
 
 /// [`wide_offsets`]' loop: `base + r * row_stride + sum_j resolve(id_j) *
 /// axes[j].data_stride` (`rows` is `(base, row_stride)`) for each tuple `r`
-/// of the `slots.len()` tuples of `K` indices at `ids` (`i64` if
-/// `WIDE`, else `i32`), eight tuples at a time, as [`resolve`] does it;
+/// of the `count` tuples of `K` indices at `ids` (`i64` if
+/// `WIDE`, else `i32`), eight tuples at a time, as [`resolve`] does it,
+/// stored in `slots` if `STORE` (else only checked: [`wide_check`]);
 /// without `CLIP`, stops before the first eight with an index outside its
-/// axis. How many it filled.
+/// axis. How many it filled (or found good).
 ///
 /// # Safety
-/// `ids` is readable for `slots.len() * K` indices; only on a CPU with
-/// AVX-512F and AVX-512DQ; with `CLIP`, no axis is empty.
+/// `ids` is readable for `count * K` indices; with `STORE`, `slots` holds
+/// `count` offsets; only on a CPU with AVX-512F and AVX-512DQ; with `CLIP`,
+/// no axis is empty.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq")]
 #[link_section = "ndgather_dispatched"]
-unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
+unsafe fn offsets_by_eight<
+    const WIDE: bool,
+    const CLIP: bool,
+    const K: usize,
+    const STORE: bool,
+>(
     axes: [TupleAxis; K],
     ids: *const u8,
     rows: (isize, isize),
     wrap: bool,
+    count: usize,
     slots: &mut [isize],
 ) -> usize {
     use std::arch::x86_64::*;
@@ -261,7 +306,7 @@ unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
     });
     let id_bytes = if WIDE { 8 } else { 4 };
     let mut at = 0;
-    while at + 8 <= slots.len() {
+    while at + 8 <= count {
         // SAFETY: indices K * at .. K * (at + 8) are readable (caller);
         // unaligned loads take any address.
         let loaded: [__m512i; K] = std::array::from_fn(|v| unsafe {
@@ -298,8 +343,12 @@ unsafe fn offsets_by_eight<const WIDE: bool, const CLIP: bool, const K: usize>(
         if bad != 0 {
             break;
         }
-        // SAFETY: slots at..at + 8 lie in `slots`; `isize` is 64 bits here.
-        unsafe { _mm512_storeu_si512(slots.as_mut_ptr().add(at).cast(), off) };
+        if STORE {
+            debug_assert!(at + 8 <= slots.len());
+            // SAFETY: slots at..at + 8 lie in `slots` (`count` long with
+            // `STORE`: caller); `isize` is 64 bits here.
+            unsafe { _mm512_storeu_si512(slots.as_mut_ptr().add(at).cast(), off) };
+        }
         base_v = _mm512_add_epi64(base_v, next_eight);
         at += 8;
     }
@@ -412,9 +461,8 @@ pub(crate) unsafe fn first_bad<T: IndexElem, const CLIP: bool>(
 /// itself has no branch, so the loop runs at the speed of the loads.
 const CHECK_CHUNK: usize = 64;
 
-/// Index rows a validation resolves eight at a time between two looks at
-/// the verdict (`wide_run`; their offsets go to a scratch buffer of this
-/// many on the stack, and are dropped).
+/// Index rows a validation checks eight at a time between two looks at
+/// the verdict (`wide_check`).
 const WIDE_CHECK_ROWS: usize = 256;
 
 /// The first bad index in `run` index rows along the innermost axis from
@@ -447,12 +495,11 @@ unsafe fn first_bad_in_run<T: IndexElem, const CLIP: bool, A: AsRef<[TupleAxis]>
     // Eight tuples at a time where the CPU allows, up to the first eight
     // that hold a bad index, which the loop below then finds.
     let mut start = 0;
-    let mut scratch = [0isize; WIDE_CHECK_ROWS];
     while start < run {
         let len = (run - start).min(WIDE_CHECK_ROWS);
         let at = od.index_off + start as isize * step;
         // SAFETY: rows start..start + len of this run exist (caller).
-        let good = unsafe { wide_run::<T, CLIP>(plan, at, step, 0, 0, &mut scratch[..len]) };
+        let good = unsafe { wide_check::<T, CLIP>(plan, at, step, len) };
         start += good;
         if good < len {
             break;
