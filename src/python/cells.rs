@@ -29,6 +29,8 @@ pub(crate) fn fill(module: &Bound<'_, PyModule>) -> PyResult<()> {
     fill_types(py)?;
     // Ours, in the core: the thresholds derived from the machine's caches
     // (a std `OnceLock`, whose filling a fork must not catch half done).
+    // The import then fixes the model with `_set_caches` (`_environment.py`),
+    // a value computed first and only stored under that lock.
     crate::machine::tuning();
     // rust-numpy's: NumPy's C API table (`PY_ARRAY_API`), the names of the
     // modules it comes from, and NumPy's C API version; every array check,

@@ -380,10 +380,6 @@ mod _core {
         fastcall::add(m, &wrap_pyfunction!(gather_py, m)?, &GATHER_ARGS, gather)?;
         m.add("MAX_THREADS", crate::MAX_THREADS)?;
         m.add("IDLE_RELEASE_SECONDS", IDLE_RELEASE.as_secs_f64())?;
-        // What the machine reports, read now, at import, so that no fork
-        // finds it half read (`machine`); `_set_caches` may still replace it
-        // before the import ends (`_environment.py`).
-        let _ = crate::machine::tuning();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         // Last, once the functions exist: from here on, a thread may fork at
         // any moment and its child must find no lock held and no cell half
