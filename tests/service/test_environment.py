@@ -14,25 +14,30 @@ import pytest
 from ndgather._environment import apply_environment, parse_bytes
 
 
+def _run_with(env_vars: dict[str, str], code: str) -> tuple[str, str]:
+    """Run ``code`` in a child that imports ndgather with ``env_vars``; its stdout and
+    stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
+    env.update(env_vars)
+    proc = subprocess.run(
+        [sys.executable, "-W", "always", "-c", "import ndgather\n" + code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip(), proc.stderr
+
+
 def _import_with(variable: str, value: str) -> tuple[str, str]:
     """Import ndgather in a child with ``variable=value``; its stdout and stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
-    env[variable] = value
     code = (
-        "import ndgather; "
         "from ndgather._core import _get_linger_us, _get_wake_us; "
         "print(ndgather.get_num_threads(), ndgather.get_pool_limit(), ndgather.get_prefault(), "
         "_get_linger_us(), _get_wake_us())"
     )
-    proc = subprocess.run(
-        [sys.executable, "-W", "always", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip(), proc.stderr
+    return _run_with({variable: value}, code)
 
 
 @pytest.mark.parametrize(
@@ -220,22 +225,6 @@ def test_every_size_accepted_means_what_it_means_to_dask(value: str) -> None:
     """ndgather.dask reads dask's array.chunk-size with dask's parser: no size means two things."""
     dask_utils = pytest.importorskip("dask.utils")
     assert parse_bytes(value) == dask_utils.parse_bytes(value)
-
-
-def _run_with(env_vars: dict[str, str], code: str) -> tuple[str, str]:
-    """Run ``code`` in a child that imports ndgather with ``env_vars``; its stdout and
-    stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NDGATHER_")}
-    env.update(env_vars)
-    proc = subprocess.run(
-        [sys.executable, "-W", "always", "-c", "import ndgather\n" + code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip(), proc.stderr
 
 
 _MODEL = "import json; print(json.dumps(ndgather._core._tuning()))"
