@@ -65,6 +65,85 @@ fn first_bad_index_is_reported_whatever_the_threads() {
 /// thread first and splits the copy. Every mode gives the naive result, and
 /// a bad index anywhere is reported as the first in C order with `out`
 /// untouched, whatever the thread count.
+/// `ov_gnd8_xml3`'s geometry (4,096 batches of one index each into rows
+/// of 320 float32, 8 bytes of index a 4-byte element): an `out=` call that
+/// splits saves the rows of `out` each task writes and puts them all back
+/// when an index is bad, wherever the bad one lies; good indices give the
+/// naive result.
+#[test]
+fn out_calls_of_few_rows_put_back_what_they_wrote_on_an_error() {
+    let (batches, width) = (4096usize, 320usize);
+    let data: Vec<u8> = (0..batches * width)
+        .flat_map(|v| (v as u32).to_ne_bytes())
+        .collect();
+    let d = ArrayView {
+        bytes: &data,
+        offset: 0,
+        shape: &[batches, width],
+        strides: &[4 * width as isize, 4],
+        itemsize: 4,
+    };
+    let mut rng = Rng(31);
+    let good: Vec<i64> = (0..batches).map(|_| rng.below(width) as i64).collect();
+    let want: Vec<u8> = good
+        .iter()
+        .enumerate()
+        .flat_map(|(b, &i)| ((b * width + i as usize) as u32).to_ne_bytes())
+        .collect();
+    for bad_at in [None, Some(0), Some(batches / 2 + 3), Some(batches - 1)] {
+        let mut ids = good.clone();
+        if let Some(at) = bad_at {
+            ids[at] = width as i64;
+        }
+        let ib: Vec<u8> = ids.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let i = ArrayView {
+            bytes: &ib,
+            offset: 0,
+            shape: &[batches, 1],
+            strides: &[8, 8],
+            itemsize: 8,
+        };
+        let plan = plan_gather_nd(d, i, IndexType::I64, 1).unwrap();
+        assert!(plan.stages());
+        for threads in [1, 2, 4] {
+            // Through `execute` (whichever path the split takes now) and
+            // the saving path itself.
+            for direct in [false, true] {
+                // Other bytes every time, so that a buffer the allocator
+                // hands back with an earlier call's bytes cannot pass for
+                // rows this call saved.
+                let seed = rng.below(251) as u8;
+                let before: Vec<u8> = (0..4 * batches).map(|v| (v as u8) ^ seed).collect();
+                let mut out = before.clone();
+                let got = if direct {
+                    plan.gather_undoable(Mode::Raise, &mut out, threads)
+                        .unwrap()
+                } else {
+                    plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
+                };
+                match bad_at {
+                    None => {
+                        got.unwrap();
+                        assert!(out == want, "{threads} threads, direct {direct}");
+                    }
+                    Some(at) => {
+                        match got {
+                            Err(GatherError::IndexOutOfRange(e)) => {
+                                assert_eq!(e.position.as_slice(), &[at, 0][..])
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                        assert!(
+                            out == before,
+                            "out= changed: bad at {at}, {threads} threads"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn out_offsets_computed_by_several_threads_are_exact() {
     for n in [3_000, 800] {

@@ -53,20 +53,25 @@ const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 /// time, and 4,096 ids of rows in the caches 1.45-1.5x the time of checking
 /// first (`ov_gnd8_xml3`'s 4,096 elements 1.12x); cold batches of 1,024 and
 /// 4,096 ids were even. At the 9,375 indices of `ov_gnd8_xml1` the two were
-/// even (docs/performance.md).
+/// even (docs/performance.md). Such a call that reads more bytes of indices
+/// than it writes saves the rows of `out` it overwrites instead of checking
+/// first ([`Plan::stages`]).
 const CHECK_FIRST_MAX_BYTES: usize = 32 * 1024;
 
-/// A [`Validation::BeforeWriting`] call of more rows than
-/// [`OFFSETS_FIRST_MAX_ROWS`] whose indices take at least this many bytes a
-/// byte of output gathers into a buffer of its own, checking the indices on
-/// the way as a fresh array's call does, and then copies that buffer into
-/// `out`, instead of checking every index in a pass of its own first. Such
-/// a check reads each index byte at about the speed a copy moves an output
-/// byte (Intel kind, one thread: 2M pairs of int64, 32 MB, checked in about
-/// 3.5 ms; their 8 MB of float32 points copied in about 0.6 ms), so the
-/// copy costs less from about one index byte an output byte: element
-/// lookups by tuples (`points_2m`: 16 bytes of indices a 4-byte point), not
-/// rows by ids.
+/// A [`Validation::BeforeWriting`] call whose indices take at least this
+/// many bytes a byte of output checks them as a fresh array's call does,
+/// while copying, instead of in a pass of its own first, and keeps `out`
+/// untouched on an error by a copy of the output: one of more rows than
+/// [`OFFSETS_FIRST_MAX_ROWS`] gathers into a buffer of its own and then
+/// copies that into `out` (`Plan::gather_staged`); a split one of fewer
+/// saves the rows of `out` each task overwrites, and puts them back on an
+/// error (`Plan::gather_undoable`). Such a check reads each index byte at
+/// about the speed a copy moves an output byte (Intel kind, one thread: 2M
+/// pairs of int64, 32 MB, checked in about 3.5 ms; their 8 MB of float32
+/// points copied in about 0.6 ms), so the copy costs less from about one
+/// index byte an output byte: element lookups by tuples (`points_2m`: 16
+/// bytes of indices a 4-byte point; `ov_gnd8_xml3`: 8 bytes of index a
+/// 4-byte element), not rows by ids.
 const STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE: usize = 1;
 
 /// Counts a finished offsets task of [`Plan::offsets_then_copy`] when
@@ -108,8 +113,20 @@ impl Plan<'_> {
                 .offsets_then_copy(mode, out, threads)
                 .or_else(|BadRow| self.report_bad(mode, threads));
         }
-        if can_fail && validation == Validation::BeforeWriting && !small && self.stages() {
-            if let Some(done) = self.gather_staged(mode, out, threads) {
+        if can_fail && validation == Validation::BeforeWriting && self.stages() {
+            // A call of few rows here splits (else it took the path above):
+            // saving its rows costs its tasks a copy each of what they
+            // overwrite, in their own caches, where a buffer they filled
+            // would be copied into `out` by one thread, half of it from
+            // the other core's cache (`ov_gnd8_xml3`, AMD kind, two
+            // threads: raise/clip 1.16x checking first, 1.15x staging,
+            // 1.05-1.07x saving; docs/performance.md).
+            let done = if small {
+                self.gather_undoable(mode, out, threads)
+            } else {
+                self.gather_staged(mode, out, threads)
+            };
+            if let Some(done) = done {
                 return done;
             }
         }
@@ -140,8 +157,9 @@ impl Plan<'_> {
         .or_else(|BadRow| self.report_bad(mode, threads))
     }
 
-    /// Whether a large [`Validation::BeforeWriting`] call gathers into a
-    /// buffer of its own first (see [`STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE`]).
+    /// Whether a [`Validation::BeforeWriting`] call checks its indices while
+    /// copying, keeping a copy of the output to leave `out` untouched on an
+    /// error (see [`STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE`]).
     pub(crate) fn stages(&self) -> bool {
         self.out_bytes > 0
             && self.index_reads()
@@ -182,6 +200,84 @@ impl Plan<'_> {
             pool::give_back(buffer);
         }
         Some(gathered)
+    }
+
+    /// Gathers into `out` checking the indices on the way, as a fresh
+    /// array's call does, each task first saving the rows of `out` it is
+    /// about to write in a buffer of the pool's (or a new one); if an index
+    /// was bad, every saved row is put back once all tasks are done, so an
+    /// error leaves `out` as it was, as [`Validation::BeforeWriting`]
+    /// promises. `None` if no buffer could be had (the caller then checks in
+    /// a pass of its own).
+    pub(crate) fn gather_undoable(
+        &self,
+        mode: Mode,
+        out: &mut [u8],
+        threads: usize,
+    ) -> Option<Result<()>> {
+        let len = out.len();
+        let pooled = pool::take(len);
+        let mut fresh: Vec<u8> = Vec::new();
+        let saved = match &pooled {
+            Some(buffer) => buffer.as_ptr(),
+            None => {
+                fresh.try_reserve_exact(len).ok()?;
+                fresh.as_mut_ptr()
+            }
+        };
+        let saved = Disjoint::new(saved);
+        let sb = self.slice_bytes;
+        // Every task saves its rows, even one that starts after an index
+        // was found bad (it then gathers nothing), so that all of `out` can
+        // be put back without knowing which tasks ran.
+        let failed = AtomicBool::new(false);
+        let _ = split_rows(
+            threads,
+            self.n_rows,
+            self.copy_cost(),
+            sb,
+            out,
+            &|start, chunk| {
+                // SAFETY: `saved` holds `len` bytes (a pool buffer of at least
+                // `len`, or `fresh`'s capacity), of which this task alone writes
+                // its own rows' (split_rows gives each task whole rows of its
+                // own), and `chunk` lies in `out`, which it does not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        chunk.as_ptr(),
+                        saved.at(start * sb),
+                        chunk.len(),
+                    );
+                }
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                // SAFETY: `chunk` holds whole rows from `start` on and does not
+                // overlap `data` (caller of `execute`).
+                let gathered = with_index_and_mode!(self.index_type, mode, T, CLIP, ZERO => unsafe {
+                    gather_rows::<T, CLIP, ZERO>(self, start, chunk)
+                });
+                if gathered.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                Ok(())
+            },
+        );
+        let done = if failed.into_inner() {
+            // SAFETY: every task has finished (split_rows returned) and
+            // each saved all its rows: `saved` holds all `len` bytes of
+            // `out` as they were, and does not overlap it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(saved.at(0).cast_const(), out.as_mut_ptr(), len)
+            };
+            self.report_bad(mode, threads)
+        } else {
+            Ok(())
+        };
+        if let Some(buffer) = pooled {
+            pool::give_back(buffer);
+        }
+        Some(done)
     }
 
     /// Whether some stored index may address nothing in `mode`.
