@@ -6,6 +6,7 @@ use super::positions::{Positions, Word};
 use super::Prepared;
 use crate::copy::copy_small;
 use crate::error::{fmt_tuple, GatherError, Result};
+use crate::hints;
 use crate::kernel::{copy_in_rounds, BLOCK};
 use crate::layout::{coalesce, ArrayView, Dim, Dims};
 use crate::mode::Mode;
@@ -194,10 +195,18 @@ impl PreparedCall<'_> {
         out: &mut [u8],
     ) {
         let mut rest = positions;
-        let fill = |offsets: &mut [isize], _chunk: usize, _ahead: usize| {
+        let fill = |offsets: &mut [isize], chunk: usize, ahead: usize| {
             let (now, later) = rest.split_at(offsets.len());
             self.fill_offsets::<W, ZERO>(now, offsets);
             rest = later;
+            if ahead > 0 {
+                // The chunk after next, as the one-shot copy asks for its
+                // indices (`offsets::prefetch_index_rows`): a hint only,
+                // past the end it names addresses nothing reads.
+                let size = std::mem::size_of::<W>();
+                let next = rest.as_ptr().cast::<u8>().wrapping_add(chunk * size);
+                hints::lines(next, chunk * size, false);
+            }
             Ok(())
         };
         // SAFETY: copy_in_rounds needs each offset to be the start of a
