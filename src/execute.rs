@@ -174,19 +174,8 @@ impl Plan<'_> {
     /// buffer could be had (the caller then checks in a pass of its own).
     fn gather_staged(&self, mode: Mode, out: &mut [u8], threads: usize) -> Option<Result<()>> {
         let len = out.len();
-        let pooled = pool::take(len);
-        let mut fresh = Vec::new();
-        let staged: &mut [u8] = match &pooled {
-            // SAFETY: a pool buffer is a mapping of at least `len` bytes
-            // (`pool::take(len)`), readable and writable, which only this
-            // call holds until it is given back below.
-            Some(buffer) => unsafe { std::slice::from_raw_parts_mut(buffer.as_ptr(), len) },
-            None => {
-                fresh.try_reserve_exact(len).ok()?;
-                fresh.resize(len, 0u8);
-                &mut fresh
-            }
-        };
+        let mut scratch = pool::Scratch::take(len)?;
+        let staged = scratch.initialised();
         let gathered = self.execute(mode, staged, Validation::WhileCopying, threads);
         if gathered.is_ok() {
             let staged: &[u8] = staged;
@@ -195,9 +184,6 @@ impl Plan<'_> {
                 chunk.copy_from_slice(&staged[start * sb..start * sb + chunk.len()]);
                 Ok(())
             });
-        }
-        if let Some(buffer) = pooled {
-            pool::give_back(buffer);
         }
         Some(gathered)
     }
@@ -216,16 +202,8 @@ impl Plan<'_> {
         threads: usize,
     ) -> Option<Result<()>> {
         let len = out.len();
-        let pooled = pool::take(len);
-        let mut fresh: Vec<u8> = Vec::new();
-        let saved = match &pooled {
-            Some(buffer) => buffer.as_ptr(),
-            None => {
-                fresh.try_reserve_exact(len).ok()?;
-                fresh.as_mut_ptr()
-            }
-        };
-        let saved = Disjoint::new(saved);
+        let mut scratch = pool::Scratch::take(len)?;
+        let saved = Disjoint::new(scratch.as_mut_ptr());
         let sb = self.slice_bytes;
         // Every task saves its rows, even one that starts after an index
         // was found bad (it then gathers nothing), so that all of `out` can
@@ -238,8 +216,8 @@ impl Plan<'_> {
             sb,
             out,
             &|start, chunk| {
-                // SAFETY: `saved` holds `len` bytes (a pool buffer of at least
-                // `len`, or `fresh`'s capacity), of which this task alone writes
+                // SAFETY: `saved` holds `len` bytes (`Scratch::take(len)`, alive
+                // until this call returns), of which this task alone writes
                 // its own rows' (split_rows gives each task whole rows of its
                 // own), and `chunk` lies in `out`, which it does not overlap.
                 unsafe {
@@ -274,9 +252,6 @@ impl Plan<'_> {
         } else {
             Ok(())
         };
-        if let Some(buffer) = pooled {
-            pool::give_back(buffer);
-        }
         Some(done)
     }
 

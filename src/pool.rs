@@ -221,6 +221,59 @@ pub(crate) fn give_back(buffer: Buffer) {
     }
 }
 
+/// A call's own buffer of at least `len` bytes ([`Scratch::take`]): a
+/// pooled one for a large `len`, else a new allocation; a pooled one goes
+/// back to the pool when the scratch is dropped.
+pub(crate) struct Scratch {
+    pooled: Option<Buffer>,
+    fresh: Vec<u8>,
+    len: usize,
+}
+
+impl Scratch {
+    /// `None` if no buffer could be had.
+    pub(crate) fn take(len: usize) -> Option<Scratch> {
+        let pooled = take(len);
+        let mut fresh = Vec::new();
+        if pooled.is_none() {
+            fresh.try_reserve_exact(len).ok()?;
+        }
+        Some(Scratch { pooled, fresh, len })
+    }
+
+    /// Where its `len` bytes start, for writing them through raw pointers
+    /// (a new allocation's bytes are uninitialised until written).
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        match &self.pooled {
+            Some(buffer) => buffer.as_ptr(),
+            None => self.fresh.as_mut_ptr(),
+        }
+    }
+
+    /// Its `len` bytes as a slice: a new allocation's zeroed first.
+    pub(crate) fn initialised(&mut self) -> &mut [u8] {
+        match &self.pooled {
+            // SAFETY: a pool buffer is a mapping of at least `len` bytes
+            // (`take(len)`), readable and writable, which only this scratch
+            // holds until it is dropped, and the slice borrows it.
+            Some(buffer) => unsafe { std::slice::from_raw_parts_mut(buffer.as_ptr(), self.len) },
+            None => {
+                // Within the capacity reserved in `take`: no allocation.
+                self.fresh.resize(self.len, 0);
+                &mut self.fresh
+            }
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.pooled.take() {
+            give_back(buffer);
+        }
+    }
+}
+
 /// Starts the thread that frees idle buffers. If it cannot start, idle
 /// buffers are still freed by the next `give_back` (which tries again) or
 /// `release`.
@@ -341,5 +394,20 @@ mod tests {
         assert_eq!(held_bytes(), 2 << 20);
         std::thread::sleep(IDLE_RELEASE + Duration::from_millis(500));
         assert_eq!(held_bytes(), 0);
+
+        // A call's scratch: a small one is a zeroed allocation of its
+        // own, a large one a pool buffer that goes back when dropped.
+        let mut small = Scratch::take(1000).expect("allocation");
+        assert!(small.pooled.is_none());
+        assert_eq!(small.initialised(), &[0u8; 1000][..]);
+        let mut large = Scratch::take(2 << 20).expect("allocation");
+        let at = large.as_mut_ptr();
+        assert_eq!(large.initialised().len(), 2 << 20);
+        drop(large);
+        assert_eq!(held_bytes(), 2 << 20);
+        let again = take(2 << 20).expect("allocation");
+        assert_eq!(again.as_ptr(), at, "the scratch's buffer is reused");
+        give_back(again);
+        release();
     }
 }
