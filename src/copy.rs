@@ -139,7 +139,9 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 /// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
 /// 16-byte aligned `dst` by non-temporal stores of a whole line each where
 /// a row covers one (see `machine::Tuning::whole_line_min_bytes` and
-/// [`stream_line_stores`]), prefetching as [`copy_var`].
+/// [`stream_line_stores`]), prefetching as [`copy_var`]. With `LANES` not
+/// 0, every row's whole output lines come from `4 * LANES` bytes past a
+/// line of `data` and are loaded a line at a time ([`shifted_lines`]).
 ///
 /// # Safety
 /// As for [`copy_rows`] with `width = W`; `dst` 16-byte aligned; only on a
@@ -147,7 +149,7 @@ unsafe fn stream_lines<const W: usize>(src: *const u8, dst: *mut u8, len: usize)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[link_section = "ndgather_dispatched"]
-unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
+unsafe fn stream_whole_lines<const ZERO: bool, const W: usize, const LANES: i32>(
     src: *const u8,
     offsets: &[isize],
     count: usize,
@@ -166,7 +168,7 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
             ahead.tail,
             FAR,
             ZERO,
-            stream_line_stores::<W>
+            stream_line_stores::<W, LANES>
         );
     } else {
         copy_rows!(
@@ -179,7 +181,7 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
             ahead.tail,
             NEAR,
             ZERO,
-            stream_line_stores::<W>
+            stream_line_stores::<W, LANES>
         );
     }
 }
@@ -193,16 +195,22 @@ unsafe fn stream_whole_lines<const ZERO: bool, const W: usize>(
 /// first share a line, which the two rows' 16-byte stores fill together.
 /// AMD kind, `rows_1m_256b` `out=` into such a buffer: all 16-byte stores
 /// took 27 ms against 10.5 ms for a new array, line-aligned, whole lines
-/// (docs/performance.md).
+/// (docs/performance.md). With `LANES` not 0, the whole lines go by
+/// [`shifted_lines`].
 ///
 /// # Safety
 /// As for `ptr::copy_nonoverlapping(src, dst, W)`; `dst` 16-byte aligned;
-/// only on a CPU with AVX-512F.
+/// with `LANES` not 0, `src` as far past a line as [`shifted_lines`] asks
+/// of the first whole output line's source; only on a CPU with AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
 #[link_section = "ndgather_dispatched"]
-unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: usize) {
+unsafe fn stream_line_stores<const W: usize, const LANES: i32>(
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) {
     use std::arch::x86_64::{
         _mm512_loadu_si512, _mm512_stream_si512, _mm_loadu_si128, _mm_stream_si128,
     };
@@ -217,6 +225,15 @@ unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: 
         unsafe { _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast())) };
         at += 16;
     }
+    let lines = (W - at) / LINE;
+    if LANES != 0 && lines > 0 {
+        // SAFETY: the `lines` whole lines from `dst + at`, which starts a
+        // line, and the bytes of the row they take, are inside the `W`
+        // bytes of both (`at + lines * 64 <= W`); `src + at` lies
+        // `4 * LANES` bytes past a line (caller); AVX-512F (caller).
+        unsafe { shifted_lines::<LANES>(src.add(at), dst.add(at), lines) };
+        at += lines * LINE;
+    }
     while at + LINE <= W {
         // SAFETY: `at + 64 <= W`; `dst + at` starts a line (`dst + head`
         // does), as the 64-byte store needs.
@@ -227,6 +244,59 @@ unsafe fn stream_line_stores<const W: usize>(src: *const u8, dst: *mut u8, len: 
         // SAFETY: `at + 16 <= W`; `dst + at` 16-byte aligned.
         unsafe { _mm_stream_si128(dst.add(at).cast(), _mm_loadu_si128(src.add(at).cast())) };
         at += 16;
+    }
+}
+
+/// [`stream_line_stores`]' whole lines for a source `4 * D` bytes past a
+/// line (`D` 4, 8 or 12; `machine::Tuning::loads_by_line`): the `lines + 1` lines the `lines * 64` bytes at
+/// `src` touch are each loaded once, on their line, and every output line
+/// is the end of one and the start of the next, joined in a register
+/// (`valignd`) and streamed to `dst`. A 64-byte load at `src` would
+/// straddle two lines every time: AMD kind, `rows_1m_256b` from NumPy's
+/// `data` (16 bytes past a line) into a line-aligned `out=`, two threads,
+/// 17.1 against 12.7 ms this way (docs/performance.md). The first and last
+/// lines are loaded under a mask of the row's own bytes.
+///
+/// # Safety
+/// `lines >= 1`; the `lines * 64` bytes from `src` readable, from `dst`
+/// writable, `dst` on a line; `src` `4 * D` bytes past one; AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[link_section = "ndgather_dispatched"]
+unsafe fn shifted_lines<const D: i32>(src: *const u8, dst: *mut u8, lines: usize) {
+    use std::arch::x86_64::{
+        _mm512_alignr_epi32, _mm512_load_si512, _mm512_maskz_loadu_epi32, _mm512_stream_si512,
+    };
+    debug_assert!(lines >= 1 && dst.addr().is_multiple_of(LINE));
+    debug_assert_eq!(src.addr() % LINE, 4 * D as usize);
+    // The line `src` lies on; its first `4 * D` bytes are not the row's.
+    let base = src.wrapping_sub(4 * D as usize);
+    // The row's 4-byte lanes of its first line (all but the first `D`),
+    // and the rest, those of its last (the first `D`).
+    let first_lanes: u16 = u16::MAX << D;
+    // SAFETY: the lanes a mask leaves out are neither read nor faulted on
+    // (AVX-512 masked loads), so every byte read is one of the `lines * 64`
+    // from `src`: the first line's lanes from `src` on, the whole lines
+    // between (base + 64 .. base + 64 * lines, inside as `src > base`), and
+    // the last line's lanes before `base + 64 * lines + 4 * D`, which is
+    // `src + 64 * lines`; the aligned loads are on a line; each store is on
+    // one of `dst`'s `lines` lines; AVX-512F (caller).
+    unsafe {
+        let mut low = _mm512_maskz_loadu_epi32(first_lanes, base.cast());
+        for j in 1..lines {
+            let high = _mm512_load_si512(base.add(j * LINE).cast());
+            _mm512_stream_si512(
+                dst.add((j - 1) * LINE).cast(),
+                _mm512_alignr_epi32::<D>(high, low),
+            );
+            low = high;
+        }
+        let high = _mm512_maskz_loadu_epi32(!first_lanes, base.add(lines * LINE).cast());
+        _mm512_stream_si512(
+            dst.add((lines - 1) * LINE).cast(),
+            _mm512_alignr_epi32::<D>(high, low),
+        );
     }
 }
 
@@ -637,6 +707,29 @@ unsafe fn copy_strided<const ZERO: bool>(
     }
 }
 
+/// The `LANES` of [`stream_whole_lines`] for `plan`'s rows streamed to
+/// `dst`: where the machine loads such rows a line at a time
+/// (`machine::Tuning::loads_by_line`) and every slice lies as far past a
+/// line (`Plan::slice_phase`), 4, 8 or 12 when that puts the source of
+/// each row's first whole output line 16, 32 or 48 bytes past one; else 0
+/// (loaded where it lies). Every output row lies as `dst` does in its
+/// lines, their widths being multiples of a line.
+fn lanes_to_shift(plan: &Plan<'_>, dst: *const u8) -> i32 {
+    if !crate::machine::tuning().loads_by_line {
+        return 0;
+    }
+    let Some(phase) = plan.slice_phase() else {
+        return 0;
+    };
+    let head = (LINE - dst.addr() % LINE) % LINE;
+    match (phase + head) % LINE {
+        16 => 4,
+        32 => 8,
+        48 => 12,
+        _ => 0,
+    }
+}
+
 /// Copies the slices of the first `count` rows of `offsets` into
 /// consecutive rows at `dst`, dispatching on the slice layout; the offsets
 /// after them are only prefetched from.
@@ -673,13 +766,28 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                     {
                         // SAFETY: forwarded from the caller; `dst` is
                         // 16-byte aligned, and so is every row (its width a
-                        // multiple of a line); the CPU has AVX-512F (`wide_vectors`).
+                        // multiple of a line); with `LANES` not 0, every
+                        // row's first whole output line has its source that
+                        // far past a line (`lanes_to_shift`); the CPU has
+                        // AVX-512F (`wide_vectors`).
                         unsafe {
-                            match bytes {
-                                64 => stream_whole_lines::<ZERO, 64>(src, offsets, count, dst, ahead),
-                                128 => stream_whole_lines::<ZERO, 128>(src, offsets, count, dst, ahead),
-                                256 => stream_whole_lines::<ZERO, 256>(src, offsets, count, dst, ahead),
-                                _ => stream_whole_lines::<ZERO, 512>(src, offsets, count, dst, ahead),
+                            match (bytes, lanes_to_shift(plan, dst.cast_const())) {
+                                (64, 0) => stream_whole_lines::<ZERO, 64, 0>(src, offsets, count, dst, ahead),
+                                (128, 0) => stream_whole_lines::<ZERO, 128, 0>(src, offsets, count, dst, ahead),
+                                (256, 0) => stream_whole_lines::<ZERO, 256, 0>(src, offsets, count, dst, ahead),
+                                (_, 0) => stream_whole_lines::<ZERO, 512, 0>(src, offsets, count, dst, ahead),
+                                (64, 4) => stream_whole_lines::<ZERO, 64, 4>(src, offsets, count, dst, ahead),
+                                (128, 4) => stream_whole_lines::<ZERO, 128, 4>(src, offsets, count, dst, ahead),
+                                (256, 4) => stream_whole_lines::<ZERO, 256, 4>(src, offsets, count, dst, ahead),
+                                (_, 4) => stream_whole_lines::<ZERO, 512, 4>(src, offsets, count, dst, ahead),
+                                (64, 8) => stream_whole_lines::<ZERO, 64, 8>(src, offsets, count, dst, ahead),
+                                (128, 8) => stream_whole_lines::<ZERO, 128, 8>(src, offsets, count, dst, ahead),
+                                (256, 8) => stream_whole_lines::<ZERO, 256, 8>(src, offsets, count, dst, ahead),
+                                (_, 8) => stream_whole_lines::<ZERO, 512, 8>(src, offsets, count, dst, ahead),
+                                (64, _) => stream_whole_lines::<ZERO, 64, 12>(src, offsets, count, dst, ahead),
+                                (128, _) => stream_whole_lines::<ZERO, 128, 12>(src, offsets, count, dst, ahead),
+                                (256, _) => stream_whole_lines::<ZERO, 256, 12>(src, offsets, count, dst, ahead),
+                                (_, _) => stream_whole_lines::<ZERO, 512, 12>(src, offsets, count, dst, ahead),
                             }
                         }
                         return;

@@ -82,7 +82,16 @@ type StreamedCopy = unsafe fn(*const u8, &[isize], usize, *mut u8, Ahead);
 /// byte after the output untouched.
 fn check_streamed_rows<const W: usize>(copy: StreamedCopy, skew: usize) {
     let src: Vec<u8> = (0..2048u32).map(|v| (v * 7 % 251) as u8).collect();
-    let offsets = [7isize, ZERO_FILL, 0, 1000, 3, 1024];
+    check_streamed_rows_from::<W>(copy, skew, &src, &[7, ZERO_FILL, 0, 1000, 3, 1024]);
+}
+
+/// [`check_streamed_rows`] from `src` at `offsets`.
+fn check_streamed_rows_from<const W: usize>(
+    copy: StreamedCopy,
+    skew: usize,
+    src: &[u8],
+    offsets: &[isize],
+) {
     for far in [false, true] {
         let mut raw = vec![0xEEu8; offsets.len() * W + 128];
         let start = raw.as_ptr().align_offset(64) + skew;
@@ -92,24 +101,31 @@ fn check_streamed_rows<const W: usize>(copy: StreamedCopy, skew: usize) {
             far,
             tail: true,
         };
-        // SAFETY: every offset + W <= 1024 + 512 <= src.len(); `dst` holds
+        assert!(offsets
+            .iter()
+            .all(|&o| o == ZERO_FILL || o as usize + W <= src.len()));
+        // SAFETY: every offset + W <= src.len() (asserted); `dst` holds
         // offsets.len() rows of W bytes (and one spare) from the alignment
         // the caller asks `copy` to be given.
         unsafe {
             copy(
                 src.as_ptr(),
-                &offsets,
+                offsets,
                 offsets.len(),
                 dst.as_mut_ptr(),
                 ahead,
             )
         };
         fence();
-        for (row, &off) in dst.chunks_exact(W).zip(&offsets) {
+        for (row, &off) in dst.chunks_exact(W).zip(offsets) {
             if off == ZERO_FILL {
                 assert!(row.iter().all(|&b| b == 0));
             } else {
-                assert_eq!(row, &src[off as usize..off as usize + W]);
+                assert_eq!(
+                    row,
+                    &src[off as usize..off as usize + W],
+                    "width {W}, skew {skew}, offset {off}"
+                );
             }
         }
         assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
@@ -141,7 +157,7 @@ fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
     /// aligned output and AVX-512F, checked above).
     unsafe fn lines<const W: usize>(src: *const u8, o: &[isize], n: usize, d: *mut u8, a: Ahead) {
         // SAFETY: forwarded from `check_streamed_rows`; the CPU has AVX-512F.
-        unsafe { stream_whole_lines::<true, W>(src, o, n, d, a) }
+        unsafe { stream_whole_lines::<true, W, 0>(src, o, n, d, a) }
     }
     // On a line, and 16, 32 and 48 bytes past one (the rows' first and
     // last bytes then go out by 16-byte stores).
@@ -150,6 +166,53 @@ fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
         check_streamed_rows::<128>(lines::<128>, skew);
         check_streamed_rows::<256>(lines::<256>, skew);
         check_streamed_rows::<512>(lines::<512>, skew);
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn streamed_whole_lines_loaded_a_line_at_a_time_and_shifted() {
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
+        return;
+    }
+    /// `stream_whole_lines` loading `L` lanes past a line (its safety as
+    /// in the test above; the offsets as it asks: `check` below).
+    unsafe fn lines<const W: usize, const L: i32>(
+        src: *const u8,
+        o: &[isize],
+        n: usize,
+        d: *mut u8,
+        a: Ahead,
+    ) {
+        // SAFETY: forwarded from `check_streamed_rows_from`; AVX-512F.
+        unsafe { stream_whole_lines::<true, W, L>(src, o, n, d, a) }
+    }
+    /// Rows of `W` bytes into an output `skew` bytes past a line, from a
+    /// source on a line, each row as far past a line as puts its first
+    /// whole output line's bytes `4 * L` past one: rows at both ends of the
+    /// source and between, and a zero-filled one.
+    fn check<const W: usize, const L: i32>(skew: usize) {
+        let mut raw: Vec<u8> = (0..4096u32 + 64).map(|v| (v * 7 % 251) as u8).collect();
+        let start = raw.as_ptr().align_offset(64);
+        let src = &mut raw[start..start + 4096];
+        let head = (64 - skew) % 64;
+        let phase = (4 * L as usize + 64 - head) % 64;
+        let last = ((src.len() - W - phase) / 64 * 64 + phase) as isize;
+        let offsets: Vec<isize> = [0, 5, 9, 17, 30]
+            .into_iter()
+            .map(|k| (64 * k + phase) as isize)
+            .chain([ZERO_FILL, last])
+            .collect();
+        check_streamed_rows_from::<W>(lines::<W, L>, skew, src, &offsets);
+    }
+    for skew in [0, 16, 32, 48] {
+        check::<64, 4>(skew);
+        check::<128, 8>(skew);
+        check::<256, 12>(skew);
+        check::<512, 4>(skew);
+        check::<512, 8>(skew);
+        check::<512, 12>(skew);
     }
 }
 

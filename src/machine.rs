@@ -79,6 +79,17 @@ pub(crate) struct Tuning {
     /// buffer 16 bytes past a line took 1.4-1.7x the time of a line-aligned
     /// one (Intel Xeon model 207 VM); the rule was not measured there.
     pub(crate) results_lie_as_data: bool,
+    /// Whether a row streamed into whole lines of an output at another
+    /// offset in its line than the row (an `out=` on a line, `data` 16
+    /// bytes past one, or the other way round) is loaded a line at a time
+    /// and shifted into place (`copy::shifted_lines`) rather than by 64-byte
+    /// loads that each straddle two lines: AMD kind, `rows_1m_256b` on two
+    /// threads from NumPy's `data` into a line-aligned `out=` 17.1 -> 12.7 ms,
+    /// from a line-aligned `data` into NumPy's buffer 14.3 -> 12.6 ms, even
+    /// with where both lie alike (docs/performance.md). Not measured on
+    /// Intel cores, where a new result stays on a line and so takes this
+    /// path for every NumPy `data`: left as it was measured there.
+    pub(crate) loads_by_line: bool,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth
     /// prefetching far ahead (`hints::Ahead`).
@@ -105,6 +116,7 @@ impl Tuning {
                 Maker::Other => 2 * LINE,
             },
             results_lie_as_data: maker == Maker::Other,
+            loads_by_line: maker == Maker::Other,
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -289,6 +301,7 @@ mod tests {
         assert_eq!(t.stream_min_slice_bytes, 64);
         assert_eq!(t.whole_line_min_bytes, 128);
         assert!(t.results_lie_as_data);
+        assert!(t.loads_by_line);
     }
 
     #[test]
@@ -297,11 +310,13 @@ mod tests {
         assert_eq!(t.whole_line_min_bytes, 64);
         // Their results stay on a line, as before the rule was measured.
         assert!(!t.results_lie_as_data);
+        assert!(!t.loads_by_line);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
             whole_line_min_bytes: 0,
             results_lie_as_data: false,
+            loads_by_line: false,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));

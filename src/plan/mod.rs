@@ -135,10 +135,8 @@ impl Plan<'_> {
     /// slice's first byte is a multiple of: that of `data`'s first element
     /// and every stride a row's offset is a sum of multiples of.
     pub(crate) fn slice_alignment(&self) -> usize {
-        let strides = self.rows.iter().map(|d| d.data_stride);
-        let strides = strides.chain(self.tuple.iter().map(|t| t.data_stride));
         let first = self.data.first().addr() as isize;
-        strides.chain([first]).fold(LINE, |align, s| {
+        self.offset_strides().chain([first]).fold(LINE, |align, s| {
             // Zero adds nothing (a first element at address zero is only
             // an empty `data`'s, which no slice is read from).
             if s == 0 {
@@ -147,6 +145,23 @@ impl Plan<'_> {
                 align.min(1 << s.trailing_zeros().min(LINE.trailing_zeros()))
             }
         })
+    }
+
+    /// How far past a line every slice's first byte lies, where that is the
+    /// same for all (every stride a row's offset is a sum of multiples of
+    /// is a multiple of a line): as far as `data`'s first element. `None`
+    /// where slices lie at various offsets in their lines.
+    pub(crate) fn slice_phase(&self) -> Option<usize> {
+        let mut strides = self.offset_strides();
+        strides
+            .all(|s| s % LINE as isize == 0)
+            .then(|| self.data.first().addr() % LINE)
+    }
+
+    /// The strides a row's offset in `data` is a sum of multiples of.
+    fn offset_strides(&self) -> impl Iterator<Item = isize> + '_ {
+        let strides = self.rows.iter().map(|d| d.data_stride);
+        strides.chain(self.tuple.iter().map(|t| t.data_stride))
     }
 
     /// How many rows past a block the copy of its rows reads offsets of (to

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any
 
 import ndgather
 import numpy as np
@@ -114,3 +115,36 @@ def test_streamed_results_start_where_data_does_in_a_line(offset: int) -> None:
             assert r.flags.aligned and r.flags.c_contiguous and r.flags.writeable
             np.testing.assert_array_equal(r, data[ids])
             del r
+
+
+@pytest.mark.parametrize("dtype, width", [(np.float32, 32), (np.float32, 64), (np.float64, 64)])
+def test_streamed_out_at_any_offset_in_a_line_from_data_at_any(dtype: Any, width: int) -> None:
+    # Rows streamed into an `out=` that lies otherwise in its lines than
+    # `data` are loaded a line at a time and shifted into place where the
+    # machine's model says so (`loads_by_line`, docs/architecture.md): every
+    # pair of offsets, the 4-byte ones included, gives NumPy's rows.
+    tuning = ndgather._core._tuning()
+    itemsize = np.dtype(dtype).itemsize
+    rows = max(tuning["stream_min_out_bytes"], 1 << 20) // (width * itemsize)
+    rng = np.random.default_rng(7)
+    data = rng.random((4096, width)).astype(dtype)
+    ids = rng.integers(0, 4096, size=rows)
+    ids[:2] = [0, 4095]  # the rows at both ends of `data`
+    want = data[ids]
+
+    def placed(shape: tuple[int, ...], offset: int) -> Any:
+        raw = np.empty(int(np.prod(shape)) * itemsize + 128, dtype=np.uint8)
+        start = -raw.ctypes.data % 64 + offset
+        return raw[start : start + int(np.prod(shape)) * itemsize].view(dtype).reshape(shape)
+
+    for data_offset in (0, 16, 32, 48, 4):
+        table = placed(data.shape, data_offset)
+        table[...] = data
+        for out_offset in (0, 16, 32, 48):
+            out = placed(want.shape, out_offset)
+            out.fill(-1)
+            ndgather.gather_nd(table, ids[:, None], out=out)
+            np.testing.assert_array_equal(out, want, err_msg=f"{data_offset} {out_offset}")
+            out.fill(-1)
+            ndgather.gather(table, ids, axis=0, out=out, mode="clip")
+            np.testing.assert_array_equal(out, want, err_msg=f"{data_offset} {out_offset}")
