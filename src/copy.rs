@@ -254,7 +254,7 @@ unsafe fn stream_line_stores<const W: usize, const LANES: i32>(
 /// (`valignd`) and streamed to `dst`. A 64-byte load at `src` would
 /// straddle two lines every time: AMD kind, `rows_1m_256b` from NumPy's
 /// `data` (16 bytes past a line) into a line-aligned `out=`, two threads,
-/// 17.1 against 12.7 ms this way (docs/performance.md). The first and last
+/// 0.77-0.94x the time this way (docs/performance.md). The first and last
 /// lines are loaded under a mask of the row's own bytes.
 ///
 /// # Safety

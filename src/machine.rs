@@ -84,11 +84,11 @@ pub(crate) struct Tuning {
     /// bytes past one, or the other way round) is loaded a line at a time
     /// and shifted into place (`copy::shifted_lines`) rather than by 64-byte
     /// loads that each straddle two lines: AMD kind, `rows_1m_256b` on two
-    /// threads from NumPy's `data` into a line-aligned `out=` 17.1 -> 12.7 ms,
-    /// from a line-aligned `data` into NumPy's buffer 14.3 -> 12.6 ms, even
-    /// with where both lie alike (docs/performance.md). Not measured on
-    /// Intel cores, where a new result stays on a line and so takes this
-    /// path for every NumPy `data`: left as it was measured there.
+    /// threads from NumPy's `data` into a line-aligned `out=` 0.77-0.94x the
+    /// time, from a line-aligned `data` into NumPy's buffer 0.83-0.90x, even
+    /// where both lie alike (docs/performance.md). Not measured on Intel
+    /// cores, where a new result stays on a line and so would take this
+    /// path for every NumPy `data`: left there as it was measured.
     pub(crate) loads_by_line: bool,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth

@@ -101,7 +101,9 @@ pub(crate) fn view<'a>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<ArrayView<'
 /// arrays at the same offset is loaded and stored on the same steps; at
 /// different offsets every 64-byte load of a whole line straddles two
 /// lines (AMD kind, `rows_1m_256b` `out=` from NumPy's `data`: 17.3 ms
-/// into a line-aligned output, 13.0 ms at `data`'s offset). A copy through
+/// into a line-aligned output, 13.0 ms at `data`'s offset), or is shifted
+/// into place from loads on its lines (`Tuning::loads_by_line`), which
+/// still measured a little slower (13.0-14.5 ms). A copy through
 /// the cache (`memcpy`'s vector moves) is left with its stores on a line.
 /// docs/performance.md.
 pub(crate) fn line_phase(first: *const u8, streamed: bool) -> usize {
