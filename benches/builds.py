@@ -8,10 +8,15 @@ its folder, a case's calls repeated in samples of ``--min-sample-time`` seconds,
 round (the two processes run seconds apart, so a drift of the shared VM cancels). Cases: the
 14 of ``cases.txt`` at full size (``--cases`` to choose) and the service batches
 (``--batches``: int64 ids into a table of 1M rows of 128 bytes, a fresh batch each call from a
-cycle far larger than the caches).
+cycle far larger than the caches). ``--placements DATA/OUT`` adds, for each case, its ``out=``
+call (``mode="clip"``) from a copy of ``data`` and into an ``out`` each placed so many bytes
+past a cache line, every pair of the two lists: NumPy puts its large buffers 16 bytes past
+one, a table mapped from a ``.npy`` file or another library's buffer may lie on one.
 
     python -m benches builds --old /tmp/old --new python            # 9 rounds, every case
     python -m benches builds --old A --new B --cases tiny_gather_nd --batches 1 --rounds 15
+    python -m benches builds --old A --new B --cases rows_1m_256b --batches '' \
+        --placements 0,16/0,16,32,48
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .cases import CASES as CASES
-from .cases import Case, select
+from .cases import Case, placed_copy, select
 from .report import fmt_ratio, fmt_seconds, markdown_table, provenance, text_table
 from .runner import Run
 from .timing import Call, calls_per_sample, keep_resident
@@ -45,6 +50,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new", type=Path, required=True, help="folder of the build after")
     parser.add_argument(
         "--batches", default="1,64,4096", help="service batch sizes, comma-separated ('' none)"
+    )
+    parser.add_argument(
+        "--placements",
+        default="",
+        metavar="DATA/OUT",
+        help="also each case's out= from data placed at these offsets past a line into out at "
+        "these, e.g. 0,16/0,16,32,48 ('' none)",
     )
 
 
@@ -81,10 +93,49 @@ def _case_call(case: Case) -> Call:
     )
 
 
+def parse_placements(text: str) -> tuple[list[int], list[int]]:
+    """The offsets past a line of ``--placements DATA/OUT``: two comma-separated lists of
+    numbers below 64. Raises ``ValueError`` for anything else."""
+    what = f"--placements {text!r}: DATA/OUT offsets below 64, e.g. 0,16/0,16,32,48"
+    try:
+        data_at, out_at = ([int(v) for v in part.split(",")] for part in text.split("/"))
+    except ValueError:
+        raise ValueError(what) from None
+    if not all(0 <= v < 64 for v in data_at + out_at):
+        raise ValueError(what)
+    return data_at, out_at
+
+
+def _placement_calls(case: Case, placements: str) -> dict[str, Call]:
+    """``case``'s ``out=`` call from ``data`` and into ``out`` placed at each pair of the
+    offsets past a line ``placements`` names (``parse_placements``)."""
+    import ndgather
+
+    data_at, out_at = parse_placements(placements)
+    x = case.build()
+    want = np.zeros(case.output_shape, dtype=x.data.dtype)
+    calls = {}
+    for d in data_at:
+        data = placed_copy(x.data, d)
+        for o in out_at:
+            out = placed_copy(want, o)
+            if case.op == "gather_nd":
+                call = Call(
+                    ndgather.gather_nd,
+                    (data, x.indices),
+                    {"batch_dims": case.batch_dims, "out": out, "mode": "clip"},
+                )
+            else:
+                kw = {"axis": case.axis, "batch_dims": case.batch_dims, "out": out, "mode": "clip"}
+                call = Call(ndgather.gather, (data, x.indices), kw)
+            calls[f"{case.name} out= data+{d} out+{o}"] = call
+    return calls
+
+
 def child(argv: list[str]) -> None:
-    """One process of a round: ``[min_sample_s, quick, batches, case...]``; prints a JSON
-    object of case -> median seconds per call."""
-    min_sample_s, quick, batches, *names = argv
+    """One process of a round: ``[min_sample_s, quick, batches, placements, case...]``; prints
+    a JSON object of case -> median seconds per call."""
+    min_sample_s, quick, batches, placements, *names = argv
     cases = select(names or None, CASES)
     if quick == "1":
         cases = [c.shrunk() for c in cases]
@@ -98,6 +149,9 @@ def child(argv: list[str]) -> None:
 
     for case in cases:
         timed(case.name, _case_call(case))
+        if placements:
+            for name, call in _placement_calls(case, placements).items():
+                timed(name, call)
     sizes = [int(b) for b in batches.split(",") if b]
     for name, call in _service_calls(sizes, quick == "1").items():
         timed(name, call)
@@ -111,7 +165,13 @@ def _process(build: Path, run: Run) -> dict[str, float]:
         "from benches.builds import child; child(sys.argv[1:])"
     )
     names = [c.name for c in run.cases] if run.args.cases else []
-    args = [str(run.min_sample_s), "1" if run.quick else "0", run.args.batches, *names]
+    args = [
+        str(run.min_sample_s),
+        "1" if run.quick else "0",
+        run.args.batches,
+        run.args.placements,
+        *names,
+    ]
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
     )
@@ -126,6 +186,11 @@ def measure(run: Run) -> list[dict[str, Any]]:
     for tag, build in builds.items():
         if not (build / "ndgather").is_dir():
             run.parser.error(f"--{tag} {build}: no ndgather package there")
+    if run.args.placements:
+        try:
+            parse_placements(run.args.placements)
+        except ValueError as e:
+            run.parser.error(str(e))
     run.results["builds"] = {tag: str(b) for tag, b in builds.items()}
     times: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     for r in range(run.rounds):

@@ -128,3 +128,17 @@ def select(names: Iterable[str] | None, cases: Sequence[Any] = CASES) -> list[An
     if unknown:
         raise KeyError(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
     return [by_name[n] for n in names]
+
+
+def placed_buffer(size: int, phase: int) -> np.ndarray:
+    """``size`` bytes starting ``phase`` bytes past a 64-byte line, written once (warm pages)."""
+    raw = np.ones(size + 128, dtype=np.uint8)
+    shift = -raw.ctypes.data % 64 + phase
+    return raw[shift : shift + size]
+
+
+def placed_copy(a: np.ndarray, phase: int) -> np.ndarray:
+    """A C-contiguous copy of ``a`` starting ``phase`` bytes past a 64-byte line."""
+    b = placed_buffer(a.nbytes, phase).view(a.dtype).reshape(a.shape)
+    b[...] = a
+    return b

@@ -62,7 +62,7 @@ import ndgather
 import numpy as np
 
 from .candidates import Candidate, NotApplicable
-from .cases import Inputs
+from .cases import Inputs, placed_buffer
 from .timing import Call, Repeated, seconds
 
 CRATE = Path(__file__).with_name("floor")
@@ -344,13 +344,6 @@ class GatherSetting:
         )
 
 
-def _placed_buffer(size: int, phase: int) -> np.ndarray:
-    """``size`` bytes starting ``phase`` bytes past a 64-byte line, written once (warm pages)."""
-    raw = np.ones(size + 128, dtype=np.uint8)
-    shift = -raw.ctypes.data % 64 + phase
-    return raw[shift : shift + size]
-
-
 class GatherFloor:
     """The gather floor of one set of blocks: an unchecked gather of them into a warm output
     of ``segment`` blocks (the whole gather; in ``service.py`` one batch), kept alive with its
@@ -382,14 +375,14 @@ class GatherFloor:
         # One region per thread, on a line, written once: warm pages, as a gather's ``out=``
         # is.
         size = self.threads * segment * block
-        self.out = _placed_buffer(size, 0)
+        self.out = placed_buffer(size, 0)
         # And one placed in its lines as data's rows are (NumPy's large buffers start 16 bytes
         # past a line), for blocks of whole lines: a streamed copy then loads and stores each
         # line on the same steps, as ndgather's new results do (docs/architecture.md); with the
         # output on a line every 64-byte load of such rows straddled two lines (the floor was
         # beaten in 4 of 14 cases on the AMD kind at 284855b). None where the two coincide.
         phase = self.data.ctypes.data % 64 // 16 * 16
-        self.placed_out = _placed_buffer(size, phase) if phase and block % 64 == 0 else None
+        self.placed_out = placed_buffer(size, phase) if phase and block % 64 == 0 else None
 
     def output(self, setting: GatherSetting) -> np.ndarray:
         """The buffer ``setting`` gathers into."""

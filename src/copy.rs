@@ -248,10 +248,11 @@ unsafe fn stream_line_stores<const W: usize, const LANES: i32>(
 }
 
 /// [`stream_line_stores`]' whole lines for a source `4 * D` bytes past a
-/// line (`D` 4, 8 or 12; `machine::Tuning::loads_by_line`): the `lines + 1` lines the `lines * 64` bytes at
-/// `src` touch are each loaded once, on their line, and every output line
-/// is the end of one and the start of the next, joined in a register
-/// (`valignd`) and streamed to `dst`. A 64-byte load at `src` would
+/// line (`D` 4, 8 or 12; `machine::Tuning::loads_by_line`): the
+/// `lines + 1` lines the `lines * 64` bytes at `src` touch are each loaded
+/// once, on their line, and every output line is the end of one and the
+/// start of the next, joined in a register (`valignd`) and streamed to
+/// `dst`. A 64-byte load at `src` would
 /// straddle two lines every time: AMD kind, `rows_1m_256b` from NumPy's
 /// `data` (16 bytes past a line) into a line-aligned `out=`, two threads,
 /// 0.77-0.94x the time this way (docs/performance.md). The first and last
