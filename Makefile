@@ -5,6 +5,9 @@ PYTHON ?= python
 # maturin develop installs into $VIRTUAL_ENV; point it at the environment of $(PYTHON).
 PYTHON_ENV = $(shell $(PYTHON) -c 'import sys; print(sys.prefix)')
 PYTHON_EXE = $(shell $(PYTHON) -c 'import sys; print(sys.executable)')
+# The folder the ndgather that $(PYTHON) imports lies in (site-packages, or python/ after
+# `make dev`): a build for `python -m benches builds`.
+INSTALLED = $(shell $(PYTHON) -c 'import ndgather, pathlib; print(pathlib.Path(ndgather.__file__).parents[1])')
 STUBTEST_ALLOWLIST = $(wildcard .ci/stubtest-allowlist.txt)
 BENCH_JSON = bench-results/compare_numpy.json
 PEERS_JSON = bench-results/compare.json
@@ -105,6 +108,7 @@ bench-quick:
 	$(PYTHON) -m benches quantized --quick
 	$(PYTHON) -m benches zarr-floor --quick
 	$(PYTHON) -m benches disk --quick
+	$(PYTHON) -m benches builds --quick --old $(INSTALLED) --new $(INSTALLED) --cases rows_1m_256b,gather_axis1 --batches 1 --placements 0,16/0,48
 
 ## bench: ndgather against each of NumPy's idioms, results in $(BENCH_JSON); then its table
 ## in docs/performance.md ("NumPy, idiom by idiom")
