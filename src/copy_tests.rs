@@ -193,9 +193,9 @@ fn streamed_whole_lines_loaded_a_line_at_a_time_and_shifted() {
     /// whole output line's bytes `4 * L` past one: rows at both ends of the
     /// source and between, and a zero-filled one.
     fn check<const W: usize, const L: i32>(skew: usize) {
-        let mut raw: Vec<u8> = (0..4096u32 + 64).map(|v| (v * 7 % 251) as u8).collect();
+        let raw: Vec<u8> = (0..4096u32 + 64).map(|v| (v * 7 % 251) as u8).collect();
         let start = raw.as_ptr().align_offset(64);
-        let src = &mut raw[start..start + 4096];
+        let src = &raw[start..start + 4096];
         let head = (64 - skew) % 64;
         let phase = (4 * L as usize + 64 - head) % 64;
         let last = ((src.len() - W - phase) / 64 * 64 + phase) as isize;
