@@ -57,6 +57,34 @@ fn slice_alignment_is_the_first_element_and_the_strides() {
 }
 
 #[test]
+fn slice_phase_is_the_first_elements_where_every_stride_is_whole_lines() {
+    let lines = Lines([0; 64 * 64]);
+    let ids = 0i64.to_ne_bytes();
+    let i = view(&ids, &[1], &[8], 8);
+    // Rows of 64 or 128 bytes: every row as far past a line as the first.
+    for (offset, width) in [(0, 16), (16, 16), (48, 16), (4, 16), (16, 32)] {
+        let (shape, strides) = ([31, width], [(width * 4) as isize, 4]);
+        let rows = ArrayView {
+            offset,
+            ..view(&lines.0[..], &shape, &strides, 4)
+        };
+        let plan = plan_gather(rows, i, IndexType::I64, 0, 0).unwrap();
+        assert_eq!(
+            plan.slice_phase(),
+            Some(offset),
+            "offset {offset}, width {width}"
+        );
+    }
+    // Rows of 60 bytes: each at another offset in its line.
+    let rows = ArrayView {
+        offset: 16,
+        ..view(&lines.0[..], &[63, 15], &[60, 4], 4)
+    };
+    let plan = plan_gather(rows, i, IndexType::I64, 0, 0).unwrap();
+    assert_eq!(plan.slice_phase(), None);
+}
+
+#[test]
 fn gather_nd_shapes_follow_the_spec() {
     let data = vec![0u8; 4 * 30 * 2 * 100 * 35];
     let d = view(&data, &[30, 2, 100, 35], &[28000, 14000, 140, 4], 4);
