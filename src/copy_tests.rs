@@ -146,11 +146,21 @@ fn streamed_rows_of_the_fixed_widths_with_zero_fill() {
     check_streamed_rows::<512>(fixed::<512>, 16);
 }
 
+/// Whether this CPU runs the whole-line streaming stores (AVX-512F); says
+/// so when it does not, as their tests then check nothing.
+#[cfg(target_arch = "x86_64")]
+fn whole_line_stores_here() -> bool {
+    let here = std::arch::is_x86_feature_detected!("avx512f");
+    if !here {
+        eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
+    }
+    here
+}
+
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
-    if !std::arch::is_x86_feature_detected!("avx512f") {
-        eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
+    if !whole_line_stores_here() {
         return;
     }
     /// `stream_whole_lines` for `W`-byte rows (it asks for a 16-byte
@@ -172,8 +182,7 @@ fn streamed_whole_lines_of_the_fixed_widths_with_zero_fill() {
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn streamed_whole_lines_loaded_a_line_at_a_time_and_shifted() {
-    if !std::arch::is_x86_feature_detected!("avx512f") {
-        eprintln!("no AVX-512F here: the whole-line streaming stores are not tested");
+    if !whole_line_stores_here() {
         return;
     }
     /// `stream_whole_lines` loading `L` lanes past a line (its safety as
