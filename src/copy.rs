@@ -301,6 +301,112 @@ unsafe fn shifted_lines<const D: i32>(src: *const u8, dst: *mut u8, lines: usize
     }
 }
 
+/// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
+/// `dst` 16, 32 or 48 bytes past a line by non-temporal stores of whole
+/// lines only, but for the block's first and last bytes: the rows lie
+/// back to back in `dst`, so each output line is the end of one 64-byte
+/// piece of the rows and the start of the next, a row's last bytes joined
+/// with the next row's first in a register (`vpermt2d`, the shift a
+/// run-time index) and streamed with them. [`stream_line_stores`] fills
+/// such a line by 16-byte stores from two rows, which Intel cores write
+/// out as partial lines: Intel Xeon model 207 VM, `out=` into NumPy's
+/// buffers (16 bytes past a line) took 1.2-1.7x the time of a line-aligned
+/// one (docs/performance.md). Where `machine::Tuning::carries_lines` says.
+/// Prefetches as [`stream_whole_lines`].
+///
+/// # Safety
+/// As for [`copy_rows`] with `width = W`; `dst` 16-byte aligned and not on
+/// a line; only on a CPU with AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[link_section = "ndgather_dispatched"]
+unsafe fn stream_carried_lines<const ZERO: bool, const W: usize>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    ahead: Ahead,
+) {
+    use std::arch::x86_64::{
+        __m512i, _mm512_add_epi32, _mm512_loadu_si512, _mm512_permutex2var_epi32,
+        _mm512_set1_epi32, _mm512_setr_epi32, _mm512_setzero_si512, _mm512_stream_si512,
+        _mm_loadu_si128, _mm_stream_si128,
+    };
+    debug_assert!(W.is_multiple_of(LINE) && dst.addr().is_multiple_of(16));
+    debug_assert!(!dst.addr().is_multiple_of(LINE));
+    let rows = &offsets[..count];
+    if rows.is_empty() {
+        return;
+    }
+    // The bytes of the output's first line that are the block's (`head`),
+    // and of its last (`LINE - head`).
+    let head = LINE - dst.addr() % LINE;
+    // Lanes 0..16 of a join are lanes `head / 4 ..` of `(last, next)` taken
+    // as one 32-lane vector: the last `LINE - head` bytes of `last`, then
+    // the first `head` bytes of `next`.
+    let join = _mm512_add_epi32(
+        _mm512_set1_epi32((head / 4) as i32),
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+    );
+    // Piece `j` of the row at `off`: its bytes `64 * j ..`, or zeros.
+    let piece = |off: isize, j: usize| -> __m512i {
+        if ZERO && off == ZERO_FILL {
+            _mm512_setzero_si512()
+        } else {
+            // SAFETY: `64 * j + 64 <= W`, inside the row's slice at `off`
+            // (caller); AVX-512F (caller).
+            unsafe { _mm512_loadu_si512(src.offset(off).add(j * LINE).cast()) }
+        }
+    };
+    // 16 bytes of the row at `off`, from its byte `at`, streamed to `to`.
+    let sixteen = |off: isize, at: usize, to: *mut u8| {
+        // SAFETY: `at + 16 <= W`, inside the row's slice (caller); `to` is
+        // one of the block's first or last 16-byte aligned pieces of `dst`
+        // (below); AVX-512F (caller).
+        unsafe {
+            let v = if ZERO && off == ZERO_FILL {
+                std::arch::x86_64::_mm_setzero_si128()
+            } else {
+                _mm_loadu_si128(src.offset(off).add(at).cast())
+            };
+            _mm_stream_si128(to.cast(), v);
+        }
+    };
+    let mut at = 0;
+    while at < head {
+        sixteen(rows[0], at, dst.wrapping_add(at));
+        at += 16;
+    }
+    // Every line from `dst + head` on is whole in `dst`: the first of the
+    // block's `count * W / 64 - 1` whole lines (`dst` holds `count * W`
+    // bytes, `head` and `LINE - head` of them in its partial lines).
+    let mut line = dst.wrapping_add(head);
+    let mut last = piece(rows[0], 0);
+    for (i, &off) in rows.iter().enumerate() {
+        if let Some(&next) = offsets.get(i + ahead.rows) {
+            prefetch_row::<ZERO>(src, next, W, ahead.far, ahead.tail);
+        }
+        for j in usize::from(i == 0)..W / LINE {
+            let next = piece(off, j);
+            // SAFETY: `line` starts a line (as `dst + head` does) and is
+            // one of the block's whole lines: one a piece after the first;
+            // AVX-512F (caller).
+            unsafe {
+                _mm512_stream_si512(line.cast(), _mm512_permutex2var_epi32(last, join, next))
+            };
+            line = line.wrapping_add(LINE);
+            last = next;
+        }
+    }
+    // The last row's last `LINE - head` bytes, in the block's last line.
+    let tail = LINE - head;
+    let mut at = 0;
+    while at < tail {
+        sixteen(rows[count - 1], W - tail + at, line.wrapping_add(at));
+        at += 16;
+    }
+}
+
 /// Rows up to this width are copied with two overlapping moves rather than
 /// a call to `memcpy`.
 const SMALL_ROW: usize = 64;
@@ -765,6 +871,20 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                         && bytes >= crate::machine::tuning().whole_line_min_bytes
                         && crate::machine::wide_vectors()
                     {
+                        if !dst.addr().is_multiple_of(LINE) && crate::machine::tuning().carries_lines {
+                            // SAFETY: forwarded from the caller; `dst` is
+                            // 16-byte aligned and not on a line; the CPU has
+                            // AVX-512F (`wide_vectors`).
+                            unsafe {
+                                match bytes {
+                                    64 => stream_carried_lines::<ZERO, 64>(src, offsets, count, dst, ahead),
+                                    128 => stream_carried_lines::<ZERO, 128>(src, offsets, count, dst, ahead),
+                                    256 => stream_carried_lines::<ZERO, 256>(src, offsets, count, dst, ahead),
+                                    _ => stream_carried_lines::<ZERO, 512>(src, offsets, count, dst, ahead),
+                                }
+                            }
+                            return;
+                        }
                         // SAFETY: forwarded from the caller; `dst` is
                         // 16-byte aligned, and so is every row (its width a
                         // multiple of a line); with `LANES` not 0, every

@@ -129,6 +129,10 @@ fn check_streamed_rows_from<const W: usize>(
             }
         }
         assert_eq!(dst[offsets.len() * W], 0xEE, "width {W}");
+        assert!(
+            raw[..start].iter().all(|&b| b == 0xEE),
+            "width {W}, skew {skew}"
+        );
     }
 }
 
@@ -222,6 +226,36 @@ fn streamed_whole_lines_loaded_a_line_at_a_time_and_shifted() {
         check::<512, 4>(skew);
         check::<512, 8>(skew);
         check::<512, 12>(skew);
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn streamed_rows_off_a_line_carried_into_whole_lines() {
+    if !whole_line_stores_here() {
+        return;
+    }
+    /// `stream_carried_lines` for `W`-byte rows (it asks for an output 16
+    /// bytes past a line or more, not on one, and AVX-512F, checked above).
+    unsafe fn carried<const W: usize>(src: *const u8, o: &[isize], n: usize, d: *mut u8, a: Ahead) {
+        // SAFETY: forwarded from `check_streamed_rows_from`; AVX-512F.
+        unsafe { stream_carried_lines::<true, W>(src, o, n, d, a) }
+    }
+    /// Rows at every offset in a line, at both ends of the source, a
+    /// zero-filled one first, between and last; one row alone.
+    fn check<const W: usize>(skew: usize) {
+        let src: Vec<u8> = (0..4096u32).map(|v| (v * 7 % 251) as u8).collect();
+        let last = (src.len() - W) as isize;
+        let offsets = [ZERO_FILL, 0, 16, 5, 1000, ZERO_FILL, 52, last, 3, ZERO_FILL];
+        check_streamed_rows_from::<W>(carried::<W>, skew, &src, &offsets);
+        check_streamed_rows_from::<W>(carried::<W>, skew, &src, &offsets[1..2]);
+        check_streamed_rows_from::<W>(carried::<W>, skew, &src, &offsets[7..9]);
+    }
+    for skew in [16, 32, 48] {
+        check::<64>(skew);
+        check::<128>(skew);
+        check::<256>(skew);
+        check::<512>(skew);
     }
 }
 

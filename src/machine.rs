@@ -90,6 +90,15 @@ pub(crate) struct Tuning {
     /// cores, where a new result stays on a line and so would take this
     /// path for every NumPy `data`: left there as it was measured.
     pub(crate) loads_by_line: bool,
+    /// Whether rows streamed into whole lines of an output that is not on
+    /// a line (NumPy's `out=` buffers, 16 bytes past one) go out as whole
+    /// lines only, each row's last bytes joined in a register with the
+    /// next row's first (`copy::stream_carried_lines`), rather than the
+    /// line two rows share being filled by 16-byte stores from each: on
+    /// Intel cores, which wrote such lines out as partial ones (Intel Xeon
+    /// model 207 VM: see docs/performance.md). Not on AMD's, where the
+    /// 16-byte stores were measured to pay and this was not measured.
+    pub(crate) carries_lines: bool,
     /// A `data` of this size is beyond the last-level cache (twice it), so
     /// even a service-sized batch of its rows is mostly misses and is worth
     /// prefetching far ahead (`hints::Ahead`).
@@ -117,6 +126,7 @@ impl Tuning {
             },
             results_lie_as_data: maker == Maker::Other,
             loads_by_line: maker == Maker::Other,
+            carries_lines: maker == Maker::Intel,
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -302,6 +312,9 @@ mod tests {
         assert_eq!(t.whole_line_min_bytes, 128);
         assert!(t.results_lie_as_data);
         assert!(t.loads_by_line);
+        // Its rows into an output off a line fill the line two rows share
+        // by 16-byte stores, as measured there.
+        assert!(!t.carries_lines);
     }
 
     #[test]
@@ -311,12 +324,15 @@ mod tests {
         // Their results stay on a line, as before the rule was measured.
         assert!(!t.results_lie_as_data);
         assert!(!t.loads_by_line);
+        // Their rows into an output off a line go out in whole lines only.
+        assert!(t.carries_lines);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
             whole_line_min_bytes: 0,
             results_lie_as_data: false,
             loads_by_line: false,
+            carries_lines: false,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));

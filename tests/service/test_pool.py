@@ -121,8 +121,10 @@ def test_streamed_results_start_where_data_does_in_a_line(offset: int) -> None:
 def test_streamed_out_at_any_offset_in_a_line_from_data_at_any(dtype: Any, width: int) -> None:
     # Rows streamed into an `out=` that lies otherwise in its lines than
     # `data` are loaded a line at a time and shifted into place where the
-    # machine's model says so (`loads_by_line`, docs/architecture.md): every
-    # pair of offsets, the 4-byte ones included, gives NumPy's rows.
+    # machine's model says so (`loads_by_line`, docs/architecture.md), and
+    # go out in whole lines only, each row's end joined with the next row's
+    # start, into an `out=` off a line (`carries_lines`): every pair of
+    # offsets, the 4-byte ones included, gives NumPy's rows.
     tuning = ndgather._core._tuning()
     itemsize = np.dtype(dtype).itemsize
     rows = max(tuning["stream_min_out_bytes"], 1 << 20) // (width * itemsize)
