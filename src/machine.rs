@@ -77,7 +77,8 @@ pub(crate) struct Tuning {
     /// whose results stay on a line: there a 64-byte row streams as one
     /// store only into a line-aligned output, and `rows_1m_u8` into NumPy's
     /// buffer 16 bytes past a line took 1.4-1.7x the time of a line-aligned
-    /// one (Intel Xeon model 207 VM); the rule was not measured there.
+    /// one (Intel Xeon model 207 VM), and new results placed as `data` took
+    /// 1.1-1.55x the time there (docs/performance.md).
     pub(crate) results_lie_as_data: bool,
     /// Whether a row streamed into whole lines of an output at another
     /// offset in its line than the row (an `out=` on a line, `data` 16
@@ -86,9 +87,10 @@ pub(crate) struct Tuning {
     /// loads that each straddle two lines: AMD kind, `rows_1m_256b` on two
     /// threads from NumPy's `data` into a line-aligned `out=` 0.77-0.94x the
     /// time, from a line-aligned `data` into NumPy's buffer 0.83-0.90x, even
-    /// where both lie alike (docs/performance.md). Not measured on Intel
-    /// cores, where a new result stays on a line and so would take this
-    /// path for every NumPy `data`: left there as it was measured.
+    /// where both lie alike (docs/performance.md). Not on Intel cores, where
+    /// a new result stays on a line and so takes this path from every NumPy
+    /// `data`: mixed there, `rows_1m_u8` 1.36x the time (Intel Xeon model
+    /// 207 VM).
     pub(crate) loads_by_line: bool,
     /// Whether rows streamed into whole lines of an output that is not on
     /// a line (NumPy's `out=` buffers, 16 bytes past one) go out as whole
