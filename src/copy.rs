@@ -301,7 +301,7 @@ unsafe fn shifted_lines<const D: i32>(src: *const u8, dst: *mut u8, lines: usize
     }
 }
 
-/// Copies `W`-byte slices (`W` a multiple of a line, 64 to 512) into a
+/// Copies `W`-byte slices (`W` a multiple of a line, 64 to 1,024) into a
 /// `dst` 16, 32 or 48 bytes past a line by non-temporal stores of whole
 /// lines only, but for the block's first and last bytes: the rows lie
 /// back to back in `dst`, so each output line is the end of one 64-byte
@@ -867,24 +867,32 @@ pub(crate) unsafe fn copy_block<const ZERO: bool>(
                 SliceLayout::Contiguous { bytes } if plan.stream => {
                     #[cfg(target_arch = "x86_64")]
                     if dst.addr() % 16 == 0
+                        && !dst.addr().is_multiple_of(LINE)
+                        && matches!(bytes, 64 | 128 | 256 | 512 | 1024)
+                        && crate::machine::tuning().carries_lines
+                        && bytes >= crate::machine::tuning().whole_line_min_bytes
+                        && crate::machine::wide_vectors()
+                    {
+                        // SAFETY: forwarded from the caller; `dst` is
+                        // 16-byte aligned and not on a line; the CPU has
+                        // AVX-512F (`wide_vectors`).
+                        unsafe {
+                            match bytes {
+                                64 => stream_carried_lines::<ZERO, 64>(src, offsets, count, dst, ahead),
+                                128 => stream_carried_lines::<ZERO, 128>(src, offsets, count, dst, ahead),
+                                256 => stream_carried_lines::<ZERO, 256>(src, offsets, count, dst, ahead),
+                                512 => stream_carried_lines::<ZERO, 512>(src, offsets, count, dst, ahead),
+                                _ => stream_carried_lines::<ZERO, 1024>(src, offsets, count, dst, ahead),
+                            }
+                        }
+                        return;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if dst.addr() % 16 == 0
                         && matches!(bytes, 64 | 128 | 256 | 512)
                         && bytes >= crate::machine::tuning().whole_line_min_bytes
                         && crate::machine::wide_vectors()
                     {
-                        if !dst.addr().is_multiple_of(LINE) && crate::machine::tuning().carries_lines {
-                            // SAFETY: forwarded from the caller; `dst` is
-                            // 16-byte aligned and not on a line; the CPU has
-                            // AVX-512F (`wide_vectors`).
-                            unsafe {
-                                match bytes {
-                                    64 => stream_carried_lines::<ZERO, 64>(src, offsets, count, dst, ahead),
-                                    128 => stream_carried_lines::<ZERO, 128>(src, offsets, count, dst, ahead),
-                                    256 => stream_carried_lines::<ZERO, 256>(src, offsets, count, dst, ahead),
-                                    _ => stream_carried_lines::<ZERO, 512>(src, offsets, count, dst, ahead),
-                                }
-                            }
-                            return;
-                        }
                         // SAFETY: forwarded from the caller; `dst` is
                         // 16-byte aligned, and so is every row (its width a
                         // multiple of a line); with `LANES` not 0, every

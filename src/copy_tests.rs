@@ -256,6 +256,7 @@ fn streamed_rows_off_a_line_carried_into_whole_lines() {
         check::<128>(skew);
         check::<256>(skew);
         check::<512>(skew);
+        check::<1024>(skew);
     }
 }
 
