@@ -233,7 +233,8 @@ pub(crate) fn cpus() -> usize {
     })
 }
 
-/// The pool of `threads` workers, built or rebuilt on demand; `None` if no
+/// The pool for splits needing `helpers` workers, built or rebuilt on
+/// demand; `None` if no
 /// thread could be started. A split of `n` threads uses a pool of `n - 1`,
 /// its caller being the n-th: with a worker more, on two cores, the pool
 /// woke the second worker whenever the lingering one had not joined by the
@@ -241,7 +242,15 @@ pub(crate) fn cpus() -> usize {
 /// one another on two cores (a profile of `ov_gnd8_xml1`'s loop: the
 /// helpers did a third of the copying and spent most of their time
 /// switching; docs/performance.md).
-fn worker_pool(threads: usize) -> Option<Arc<ThreadPool>> {
+///
+/// The pool has a worker for each of [`num_threads`]' helpers, or
+/// `helpers` if more: a split that uses fewer threads than set (with only
+/// some helpers awake, `split::threads_now`) takes fewer of its workers.
+/// Sizing it by the split instead rebuilt it, its threads stopped and
+/// started, whenever two calls chose differently (CI saw a pool of one
+/// after 3 threads were set).
+fn worker_pool(helpers: usize) -> Option<Arc<ThreadPool>> {
+    let threads = helpers.max(num_threads().saturating_sub(1));
     // A poisoned lock only means another call panicked while swapping the
     // pool; the Option inside is still whole.
     let mut slot = fork::lock::<Workers>();
