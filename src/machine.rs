@@ -23,6 +23,25 @@ pub(crate) const TUNED_ON: Caches = Caches {
     last: 32 << 20,
 };
 
+/// The most of the last level the model counts on for each CPU the process
+/// may use, in L2s: a VM is shown its host's whole last level, which the
+/// host's other cores share (the Intel Xeon model 207 VM: 260 MiB for 2
+/// vCPUs), so only a part of it holds the process's rows. Sixteen L2s a
+/// CPU is what the AMD kind reports (32 MiB for 2 cores of 1 MiB L2s), so
+/// its constants stay; on the Intel VM the model counts 64 MiB of the 260
+/// (docs/architecture.md, "Constants from the machine"). Sizes set at
+/// import are counted whole: they say what the process has.
+const LAST_LEVEL_PER_CPU_IN_L2S: usize = 16;
+
+/// The part of a last level of `last` bytes the model counts on, for a
+/// process that may use `cpus` CPUs with L2s of `l2` bytes.
+fn counted_last(l2: usize, last: usize, cpus: usize) -> usize {
+    let ours = l2
+        .saturating_mul(LAST_LEVEL_PER_CPU_IN_L2S)
+        .saturating_mul(cpus.max(1));
+    last.min(ours)
+}
+
 /// Who made the CPU (cpuid leaf 0): the one fact of the model that is not a
 /// size. Intel's cores and AMD's handle a line stored at once differently
 /// (see [`Tuning::whole_line_min_bytes`]), as glibc's `memcpy` also sets
@@ -101,9 +120,12 @@ pub(crate) struct Tuning {
     /// model 207 VM: see docs/performance.md). Not on AMD's, where the
     /// 16-byte stores were measured to pay and this was not measured.
     pub(crate) carries_lines: bool,
-    /// A `data` of this size is beyond the last-level cache (twice it), so
-    /// even a service-sized batch of its rows is mostly misses and is worth
-    /// prefetching far ahead (`hints::Ahead`).
+    /// A `data` of this size is beyond the last-level cache (twice the part
+    /// of it the model counts on, [`counted_last`]), so even a
+    /// service-sized batch of its rows is mostly misses and is worth
+    /// prefetching far ahead (`hints::Ahead`). Counting the Intel VM's whole
+    /// 260 MiB, its 512 MiB service tables were not, and 4,096 ids of
+    /// 128-byte rows took 1.2-1.35x the time near (docs/performance.md).
     pub(crate) far_min_data_bytes: usize,
     /// Above this, `data` is unlikely to sit in a core's L2 cache (four
     /// times it: the rows of a random batch are spread over all of `data`),
@@ -234,6 +256,14 @@ pub(crate) fn wide_vectors() -> bool {
     false
 }
 
+/// The CPUs this process may use (its affinity mask and cgroup quota): a
+/// one-time cell, filled before any fork (`install_fork_handlers`).
+pub(crate) fn cpus() -> usize {
+    // available_parallelism reads cgroup files on every call: ask once.
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// A cache line, on every x86-64 core: the unit of the widths above, and
 /// of every hint (`hints` uses this one).
 pub(crate) const LINE: usize = 64;
@@ -254,7 +284,8 @@ fn maker() -> Maker {
 }
 
 /// The first CPU's L2 and last-level cache sizes, from
-/// `/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}`; `None`
+/// `/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}`, the last
+/// level as much of it as the model counts on ([`counted_last`]); `None`
 /// where they are not all there (not Linux, a container hiding sysfs).
 fn caches() -> Option<Caches> {
     let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
@@ -280,7 +311,11 @@ fn caches() -> Option<Caches> {
         }
     }
     let (level, last) = last?;
-    (level >= 2).then_some(Caches { l2: l2?, last })
+    let l2 = l2?;
+    (level >= 2).then_some(Caches {
+        l2,
+        last: counted_last(l2, last, cpus()),
+    })
 }
 
 /// A sysfs cache size: `"48K"`, `"2048K"`, `"32M"`, or bytes.
@@ -298,8 +333,8 @@ fn parse_size(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::{
-        caches, maker, model, parse_size, set_caches, tuning, Caches, Maker, Source, Tuning,
-        TUNED_ON,
+        caches, counted_last, maker, model, parse_size, set_caches, tuning, Caches, Maker, Source,
+        Tuning, TUNED_ON,
     };
 
     #[test]
@@ -377,6 +412,32 @@ mod tests {
         assert_eq!(intel.stream_min_out_bytes, 32 << 20);
         assert_eq!(intel.far_min_data_bytes, 520 << 20);
         assert_eq!(intel.prefetch_min_data_bytes, 8 << 20);
+    }
+
+    #[test]
+    fn the_last_level_counts_only_the_part_the_process_may_use() {
+        const MIB: usize = 1 << 20;
+        // The Intel VM: 260 MiB shown, 2 vCPUs of 2 MiB L2s count 64 MiB,
+        // so its 512 MiB service tables are far (twice that).
+        assert_eq!(counted_last(2 * MIB, 260 * MIB, 2), 64 * MIB);
+        let intel = Tuning::for_machine(
+            Caches {
+                l2: 2 * MIB,
+                last: 64 * MIB,
+            },
+            Maker::Intel,
+        );
+        assert_eq!(intel.far_min_data_bytes, 128 * MIB);
+        // One CPU of it (an affinity mask) counts half that.
+        assert_eq!(counted_last(2 * MIB, 260 * MIB, 1), 32 * MIB);
+        // A process on all of a large server's cores counts the whole level.
+        assert_eq!(counted_last(2 * MIB, 260 * MIB, 64), 260 * MIB);
+        assert_eq!(counted_last(4 * MIB, 1536 * MIB, 128), 1536 * MIB);
+        // The AMD kind's cores count all it reports: its constants stay.
+        assert_eq!(counted_last(MIB, 32 * MIB, 2), TUNED_ON.last);
+        // Nothing overflows, and no CPUs counts as one.
+        assert_eq!(counted_last(usize::MAX, usize::MAX, usize::MAX), usize::MAX);
+        assert_eq!(counted_last(MIB, 260 * MIB, 0), 16 * MIB);
     }
 
     #[test]

@@ -223,14 +223,10 @@ pub fn num_threads() -> usize {
     }
 }
 
-/// The CPUs this process may use, at most [`MAX_THREADS`]: a one-time
-/// cell, filled before any fork (`install_fork_handlers`).
+/// The CPUs this process may use ([`crate::machine::cpus`]), at most
+/// [`MAX_THREADS`].
 pub(crate) fn cpus() -> usize {
-    // available_parallelism reads cgroup files on every call: ask once.
-    static CPUS: OnceLock<usize> = OnceLock::new();
-    *CPUS.get_or_init(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
-    })
+    crate::machine::cpus().min(MAX_THREADS)
 }
 
 /// The pool for splits needing `helpers` workers, built or rebuilt on
