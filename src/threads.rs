@@ -230,8 +230,7 @@ pub(crate) fn cpus() -> usize {
 }
 
 /// The pool for splits needing `helpers` workers, built or rebuilt on
-/// demand; `None` if no
-/// thread could be started. A split of `n` threads uses a pool of `n - 1`,
+/// demand; `None` if no thread could be started. A split of `n` threads uses a pool of `n - 1`,
 /// its caller being the n-th: with a worker more, on two cores, the pool
 /// woke the second worker whenever the lingering one had not joined by the
 /// caller's first task, and both then lingered, three threads yielding to

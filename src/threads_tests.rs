@@ -68,8 +68,10 @@ fn a_panicking_task_reaches_the_caller() {
 
 #[test]
 fn worker_pool_runs_work() {
+    // Sized for the threads set (the CPUs here) when that is more.
     let pool = worker_pool(3).expect("a pool");
-    assert_eq!(pool.install(rayon::current_num_threads), 3);
+    let want = 3.max(num_threads() - 1);
+    assert_eq!(pool.install(rayon::current_num_threads), want);
 }
 
 #[test]
