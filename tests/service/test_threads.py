@@ -59,40 +59,54 @@ def test_default_threads_is_cpu_count() -> None:
     assert n in cpus, (n, cpus)
 
 
+# Child-process helpers of the pool tests: `workers()` counts the pool's threads by
+# name; a thread names itself once it first runs, so on a loaded machine a worker may
+# not have run yet after the calls, and `wait_for_workers(n)` polls (up to 20 s) until
+# n have.
+_WORKER_COUNT = """
+import os, time, numpy as np, ndgather
+
+def workers():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            names.append(open(f"/proc/self/task/{t}/comm").read().strip())
+        except OSError:
+            pass
+    return sum(n.removeprefix("ndgather-").isdigit() for n in names)
+
+def wait_for_workers(n):
+    deadline = time.monotonic() + 20
+    while workers() < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+"""
+
+
+def _run_counting_workers(body: str) -> str:
+    """Runs ``body`` in a fresh interpreter after :data:`_WORKER_COUNT`; its output."""
+    code = _WORKER_COUNT + textwrap.dedent(body)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
 @pytest.mark.parametrize("threads", [2, 3])
 def test_a_split_of_n_threads_keeps_n_minus_1_workers(threads: int) -> None:
     # The caller is a split's n-th thread. A pool of n workers woke its
     # spare whenever the lingering one had not joined yet, and then both
-    # lingered: on two cores, three threads spinning.
-    # A thread names itself once it first runs: on a loaded machine a worker
-    # may not have run yet after the calls, so the count is polled until it
-    # reaches n - 1, and taken again a little later (a pool of n would show
-    # its n-th worker by then).
-    code = textwrap.dedent(
-        f"""
-        import os, time, numpy as np, ndgather
+    # lingered: on two cores, three threads spinning. The count is taken
+    # again a little after n - 1 have shown: a pool of n would show its
+    # n-th worker by then.
+    body = f"""
         ndgather.set_num_threads({threads})
         for _ in range(50):
             ndgather.gather(np.arange(10**6), np.arange(10**6)[::-1])
-        def workers():
-            names = []
-            for t in os.listdir("/proc/self/task"):
-                try:
-                    names.append(open(f"/proc/self/task/{{t}}/comm").read().strip())
-                except OSError:
-                    pass
-            return sum(n.removeprefix("ndgather-").isdigit() for n in names)
-        deadline = time.monotonic() + 20
-        while workers() < {threads - 1} and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_workers({threads - 1})
         time.sleep(0.2)
         print(workers())
         """
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(threads - 1)
+    assert _run_counting_workers(body) == str(threads - 1)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
@@ -100,24 +114,12 @@ def test_a_split_using_fewer_threads_than_set_keeps_the_pool() -> None:
     # With 3 threads set, a call too small to wake helpers splits over the
     # caller and the helpers awake: 2 threads. The pool was sized by the
     # split, so it was rebuilt with 1 worker and again with 2, back and forth.
-    code = textwrap.dedent(
-        """
-        import os, time, numpy as np, ndgather
+    body = """
         ndgather.set_num_threads(3)
         big = np.arange(10**6); big_ids = big[::-1].copy()
         mid = np.arange(40_000); mid_ids = mid[::-1].copy()
-        def workers():
-            names = []
-            for t in os.listdir("/proc/self/task"):
-                try:
-                    names.append(open(f"/proc/self/task/{t}/comm").read().strip())
-                except OSError:
-                    pass
-            return sum(n.removeprefix("ndgather-").isdigit() for n in names)
         ndgather.gather(big, big_ids)
-        deadline = time.monotonic() + 20
-        while workers() < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_workers(2)
         seen = set()
         for _ in range(50):
             ndgather.gather(big, big_ids)
@@ -126,10 +128,7 @@ def test_a_split_using_fewer_threads_than_set_keeps_the_pool() -> None:
             seen.add(workers())
         print(sorted(seen))
         """
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[2]"
+    assert _run_counting_workers(body) == "[2]"
 
 
 def test_results_identical_for_1_and_2_threads() -> None:
