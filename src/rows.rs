@@ -110,12 +110,17 @@ pub fn take_tuples_in<I: RowId>(
         ..
     } = table;
     let Some(cast) = cast else {
-        // The common widths as constants: the copy of a row becomes a few
-        // vector moves instead of a call to `memcpy`, and the prefetch of
-        // its lines straight-line code. Other widths up to 64 bytes (a
-        // GatherND slice of 3 or 15 elements) are two overlapping moves,
-        // and up to `MEDIUM_ROW` (35 elements: 140 bytes) 32-byte moves,
-        // both cheaper than `memcpy`'s call and dispatch.
+        // The common widths as constants, so that the prefetch of a row's
+        // lines is straight-line code and its copy a few vector moves: up
+        // to 64 bytes one move of that width, 128 and 256 bytes 32-byte
+        // moves (`copy_medium_rows`), each width in a closure of its own:
+        // one closure shared by the widths made one copy loop for all of
+        // them, which called `memcpy` a row (tuning log: `rows`, copies by
+        // width). 512-byte rows keep `memcpy`, which copied them faster
+        // from a large table. Other widths up to 64 bytes (a GatherND
+        // slice of 3 or 15 elements) are two overlapping moves, and up to
+        // `MEDIUM_ROW` (35 elements: 140 bytes) 32-byte moves, both cheaper
+        // than `memcpy`'s call and dispatch.
         let copy = |src: &[u8], dst: &mut [u8]| dst.copy_from_slice(src);
         let small = |src: &[u8], dst: &mut [u8]| {
             debug_assert!(src.len() == dst.len() && src.len() <= 64);
@@ -123,9 +128,15 @@ pub fn take_tuples_in<I: RowId>(
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
         macro_rules! fixed {
-            ($($w:literal)*) => {
+            ($($w:literal)* ; $($m:literal)* ; $($c:literal)*) => {
                 match row_bytes {
-                    $($w => take_rows_with(table, &rows, $w, $w, out, copy, run),)*
+                    $($w => take_rows_with(table, &rows, $w, $w, out, |src: &[u8], dst: &mut [u8]| {
+                        dst[..$w].copy_from_slice(&src[..$w])
+                    }, run),)*
+                    $($m => take_rows_by(table, &rows, $m, $m, out, |table, offsets, out| {
+                        copy_medium_rows(table, offsets, $m, out)
+                    }, run),)*
+                    $($c => take_rows_with(table, &rows, $c, $c, out, copy, run),)*
                     ..=64 => take_rows_with(table, &rows, row_bytes, row_bytes, out, small, run),
                     ..=MEDIUM_ROW => take_rows_by(table, &rows, row_bytes, row_bytes, out, |table, offsets, out| {
                         copy_medium_rows(table, offsets, row_bytes, out)
@@ -134,7 +145,7 @@ pub fn take_tuples_in<I: RowId>(
                 }
             };
         }
-        return fixed!(4 8 16 32 64 128 256 512);
+        return fixed!(4 8 16 32 64; 128 256; 512);
     };
     let (from, to) = (cast.from().size(), cast.to().size());
     if row_bytes % from != 0 {
@@ -238,7 +249,8 @@ impl<'a, I: RowId> Rows<'a, I> {
             table: &[u8],
             row_bytes: usize,
             row: usize,
-            offsets: &mut Offsets,
+            at: &mut [MaybeUninit<usize>; MAX_ROW_IDS],
+            len: &mut usize,
         ) {
             // The row is in the table (`Rows::new`), so the product is
             // below `table.len()`.
@@ -249,8 +261,15 @@ impl<'a, I: RowId> Rows<'a, I> {
                 // 64 KiB of rows anyway.
                 hints::span(table[offset..offset + row_bytes].as_ptr(), row_bytes, true);
             }
-            offsets.push(offset);
+            // `Rows::new` bounds the count, and the index is checked anyway.
+            at[*len].write(offset);
+            *len += 1;
         }
+        // The count in a local, stored once at the end: kept in `offsets`,
+        // it was loaded, incremented and stored for every row, a chain of
+        // store-to-load forwards where most of the loop's time sat (perf,
+        // 512 cached rows; tuning log: `rows`, copies by width).
+        let (at, mut len) = (&mut offsets.at, 0);
         // Row-major over `dims`, a row lies below their product, the rows
         // of a block; the blocks' rows add up to the table's, so nothing
         // overflows. Ids and pairs (points) have loops of their own,
@@ -265,7 +284,8 @@ impl<'a, I: RowId> Rows<'a, I> {
                             table,
                             row_bytes,
                             base + resolve::<CLIP>(id.get(), rows)?,
-                            offsets,
+                            at,
+                            &mut len,
                         );
                     }
                 }
@@ -273,7 +293,7 @@ impl<'a, I: RowId> Rows<'a, I> {
                     for pair in ids.chunks_exact(2) {
                         let row = resolve::<CLIP>(pair[0].get(), n0)? * n1
                             + resolve::<CLIP>(pair[1].get(), n1)?;
-                        request::<REQUEST>(table, row_bytes, base + row, offsets);
+                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len);
                     }
                 }
                 _ => {
@@ -282,11 +302,12 @@ impl<'a, I: RowId> Rows<'a, I> {
                         for (id, &n) in tuple.iter().zip(self.dims) {
                             row = row * n + resolve::<CLIP>(id.get(), n)?;
                         }
-                        request::<REQUEST>(table, row_bytes, base + row, offsets);
+                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len);
                     }
                 }
             }
         }
+        offsets.len = len;
         debug_assert_eq!(offsets.len, self.count);
         Ok(())
     }
@@ -310,16 +331,8 @@ impl Offsets {
         }
     }
 
-    /// Appends `offset`; the caller pushes at most [`MAX_ROW_IDS`]
-    /// (`Rows::new` bounds the count), and the index is checked anyway.
-    #[inline(always)]
-    fn push(&mut self, offset: usize) {
-        self.at[self.len].write(offset);
-        self.len += 1;
-    }
-
     fn as_slice(&self) -> &[usize] {
-        // SAFETY: the first `len` entries were written by `push`, and
+        // SAFETY: the first `len` entries were written (`offsets_requested`), and
         // `MaybeUninit<usize>` has the layout of `usize`.
         unsafe { std::slice::from_raw_parts(self.at.as_ptr().cast::<usize>(), self.len) }
     }
