@@ -332,7 +332,8 @@ impl Offsets {
     }
 
     fn as_slice(&self) -> &[usize] {
-        // SAFETY: the first `len` entries were written (`offsets_requested`), and
+        // SAFETY: the first `len` entries were written
+        // (`offsets_requested` sets `len` after writing them), and
         // `MaybeUninit<usize>` has the layout of `usize`.
         unsafe { std::slice::from_raw_parts(self.at.as_ptr().cast::<usize>(), self.len) }
     }
