@@ -667,7 +667,7 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
 ) {
     debug_assert!(W == 0 || (STREAM && W == width && dst.addr().is_multiple_of(16)));
     let rows = ahead.rows;
-    if ahead.far {
+    if ahead.far && ahead.by_sixteen {
         copy_rows!(
             src,
             offsets,
@@ -679,6 +679,19 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
             FAR,
             ZERO,
             move_far_run::<STREAM, W>
+        );
+    } else if ahead.far {
+        copy_rows!(
+            src,
+            offsets,
+            count,
+            dst,
+            width,
+            rows,
+            ahead.tail,
+            FAR,
+            ZERO,
+            move_run::<STREAM, W>
         );
     } else {
         copy_rows!(
@@ -717,7 +730,9 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
 }
 
 /// [`move_run`] for a call whose rows come from beyond the caches
-/// (`Ahead::far`): a slice of a multiple of 16 bytes up to [`PIECES_MAX`]
+/// (`Ahead::far`), on a CPU that copies them better by 16-byte moves
+/// (`Ahead::by_sixteen`, from `machine::Tuning::far_rows_by_sixteen`): a
+/// slice of a multiple of 16 bytes up to [`PIECES_MAX`]
 /// from a source that does not start on a line is copied by
 /// [`copy_by_sixteen`] instead of `memcpy`, whose 32- and 64-byte moves
 /// there straddle two lines every other move or every move (a NumPy
@@ -725,7 +740,8 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
 /// waiting on two lines from memory; 16-byte moves at a multiple of 16
 /// never straddle. AMD kind, 4,096 random 512-byte rows of a 512 MiB table
 /// a call, one thread: 206-215 -> 188-203 us. From a table in the caches
-/// `memcpy`'s wider moves were 0.96x the time (docs/performance.md).
+/// `memcpy`'s wider moves were 0.96x the time, and on Intel cores from a
+/// far table 0.75-0.90x (docs/performance.md).
 ///
 /// # Safety
 /// As for [`move_run`].

@@ -58,6 +58,7 @@ fn small_rows_of_every_width_with_zero_fill() {
                         rows: 2,
                         far: pf == FAR,
                         tail,
+                        by_sixteen: false,
                     },
                 )
             };
@@ -100,6 +101,7 @@ fn check_streamed_rows_from<const W: usize>(
             rows: 2,
             far,
             tail: true,
+            by_sixteen: far,
         };
         assert!(offsets
             .iter()
@@ -286,12 +288,15 @@ fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
     let src = &mut raw[base..base + 6144];
     let offsets = [16isize, ZERO_FILL, 0, 64, 1000, 48, 2048, 3];
     for width in [144, 160, 200, 512, 1024, 1040] {
-        for far in [false, true] {
+        // Far, by 16-byte moves (`machine::Tuning::far_rows_by_sixteen`) or
+        // by `memcpy`, whichever this machine's model takes.
+        for (far, by_sixteen) in [(false, false), (true, false), (true, true)] {
             let mut dst = vec![0xEEu8; offsets.len() * width + 1];
             let ahead = Ahead {
                 rows: 2,
                 far,
                 tail: true,
+                by_sixteen,
             };
             // SAFETY: every offset + width <= 2048 + 1040 <= src.len(); dst
             // holds offsets.len() rows of `width` bytes (and one spare).

@@ -64,6 +64,10 @@ pub(crate) struct Ahead {
     /// [`LINE`] bytes apart from its first byte miss, so that [`slice`]
     /// requests that line too (see [`tail_line`]).
     pub(crate) tail: bool,
+    /// Whether a far call's slices of a multiple of 16 bytes, off a line,
+    /// are copied by 16-byte moves rather than `memcpy`
+    /// (`machine::Tuning::far_rows_by_sixteen`, `copy::move_far_run`).
+    pub(crate) by_sixteen: bool,
 }
 
 impl Ahead {
@@ -95,6 +99,7 @@ impl Ahead {
             rows: ahead.max(2),
             far,
             tail: true,
+            by_sixteen: far && tuning().far_rows_by_sixteen,
         }
     }
 

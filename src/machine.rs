@@ -120,6 +120,18 @@ pub(crate) struct Tuning {
     /// model 207 VM: see docs/performance.md). Not on AMD's, where the
     /// 16-byte stores were measured to pay and this was not measured.
     pub(crate) carries_lines: bool,
+    /// Whether slices of a multiple of 16 bytes up to
+    /// `hints::PREFETCH_MAX`, from a `data` beyond the caches and off a
+    /// line (NumPy's large buffers start 16 bytes past one), are copied by
+    /// 16-byte moves, none of which straddles two lines
+    /// (`copy::move_far_run`), rather than by `memcpy`, whose wider moves
+    /// there each straddle two: AMD kind, 4,096 random 512-byte rows of a
+    /// 512 MiB table, one thread, 206-215 -> 188-203 us. Not on Intel
+    /// cores, where four times the moves cost more than the straddling:
+    /// there `memcpy` took 0.75-0.83x the time of 16-byte moves for 512
+    /// such rows and 0.87-0.90x for 4,096 (Intel Xeon model 207 VM,
+    /// docs/performance.md).
+    pub(crate) far_rows_by_sixteen: bool,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
     /// service-sized batch of its rows is mostly misses and is worth
@@ -151,6 +163,7 @@ impl Tuning {
             results_lie_as_data: maker == Maker::Other,
             loads_by_line: maker == Maker::Other,
             carries_lines: maker == Maker::Intel,
+            far_rows_by_sixteen: maker == Maker::Other,
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -352,6 +365,8 @@ mod tests {
         // Its rows into an output off a line fill the line two rows share
         // by 16-byte stores, as measured there.
         assert!(!t.carries_lines);
+        // Its far rows off a line go by 16-byte moves, as measured there.
+        assert!(t.far_rows_by_sixteen);
     }
 
     #[test]
@@ -364,6 +379,8 @@ mod tests {
         assert!(!t.loads_by_line);
         // Their rows into an output off a line go out in whole lines only.
         assert!(t.carries_lines);
+        // Their far rows off a line go by `memcpy`'s wider moves.
+        assert!(!t.far_rows_by_sixteen);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
@@ -371,6 +388,7 @@ mod tests {
             results_lie_as_data: false,
             loads_by_line: false,
             carries_lines: false,
+            far_rows_by_sixteen: false,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));
