@@ -333,3 +333,21 @@ fn clipping_clamps_each_index_into_its_own_axis() {
         Err(Declined)
     );
 }
+
+#[test]
+fn wide_rows_of_a_table_past_the_prefetch_bound_copy_exactly() {
+    // Rows of 512 bytes and more (copied by `memcpy`) from a table the row
+    // path requests its rows from.
+    for row_bytes in [512, 1000, 4096] {
+        let rows = (crate::machine::tuning().prefetch_min_data_bytes / row_bytes) + 1024;
+        let t = table(rows, row_bytes);
+        assert!(prefetches(t.len()));
+        let count = (MAX_ROW_BYTES / row_bytes).min(MAX_ROW_IDS);
+        let ids: Vec<i64> = (0..count as i64)
+            .map(|k| (k * 7919 + 13) % rows as i64 - (k % 3) * (rows as i64 / 2))
+            .collect();
+        let mut out = vec![0xAA; ids.len() * row_bytes];
+        assert_eq!(take_rows(&t, row_bytes, &ids, &mut out), Ok(()));
+        assert_eq!(out, naive(&t, row_bytes, &ids), "{row_bytes}-byte rows");
+    }
+}
