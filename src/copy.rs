@@ -667,45 +667,18 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
 ) {
     debug_assert!(W == 0 || (STREAM && W == width && dst.addr().is_multiple_of(16)));
     let rows = ahead.rows;
+    // The loop for one prefetch distance (`$pf`) and mover of a slice.
+    macro_rules! copy_with {
+        ($pf:expr, $move:path) => {
+            copy_rows!(src, offsets, count, dst, width, rows, ahead.tail, $pf, ZERO, $move)
+        };
+    }
     if ahead.far && ahead.by_sixteen {
-        copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            width,
-            rows,
-            ahead.tail,
-            FAR,
-            ZERO,
-            move_far_run::<STREAM, W>
-        );
+        copy_with!(FAR, move_far_run::<STREAM, W>);
     } else if ahead.far {
-        copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            width,
-            rows,
-            ahead.tail,
-            FAR,
-            ZERO,
-            move_run::<STREAM, W>
-        );
+        copy_with!(FAR, move_run::<STREAM, W>);
     } else {
-        copy_rows!(
-            src,
-            offsets,
-            count,
-            dst,
-            width,
-            rows,
-            ahead.tail,
-            NEAR,
-            ZERO,
-            move_run::<STREAM, W>
-        );
+        copy_with!(NEAR, move_run::<STREAM, W>);
     }
 }
 
