@@ -675,6 +675,10 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
     }
     if ahead.far && ahead.by_sixteen {
         copy_with!(FAR, move_far_run::<STREAM, W>);
+    } else if !STREAM && ahead.to_lines && ahead.far {
+        copy_with!(FAR, copy_to_lines);
+    } else if !STREAM && ahead.to_lines {
+        copy_with!(NEAR, copy_to_lines);
     } else if ahead.far {
         copy_with!(FAR, move_run::<STREAM, W>);
     } else {
@@ -698,6 +702,39 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
             stream_copy(src, dst, len);
         } else {
             ptr::copy_nonoverlapping(src, dst, len);
+        }
+    }
+}
+
+/// `ptr::copy_nonoverlapping(src, dst, len)` with its stores on lines:
+/// a `len` of four lines or more to a `dst` that does not start on a line
+/// is copied as its part up to `dst`'s next line, then `memcpy` of the
+/// whole lines that follow, then the rest (each end within one line).
+/// `memcpy` stores a copy of up to eight of its vectors (512 bytes with
+/// AVX-512) where it falls, and the buffers NumPy allocates start 16 bytes
+/// past a line, so that every 64-byte store into such an `out=` writes two
+/// lines; past a core's L2 that costs more than the moves at the ends
+/// (`machine::Tuning::lines_stored_min_out_bytes`). Below four lines the
+/// ends cost more (144-byte rows: 1.2x the time). docs/performance.md.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, len)`.
+#[inline(always)]
+unsafe fn copy_to_lines(src: *const u8, dst: *mut u8, len: usize) {
+    let head = dst.addr().wrapping_neg() % LINE;
+    // SAFETY: `head < LINE < len` in the second arm, so the head, the
+    // whole lines after it and the rest (below a line) each lie inside the
+    // `len` bytes of both (caller); `copy_small` takes up to `SMALL_ROW`
+    // (a line).
+    unsafe {
+        if head == 0 || len < 4 * LINE {
+            ptr::copy_nonoverlapping(src, dst, len);
+        } else {
+            copy_small(src, dst, head);
+            let body = (len - head) / LINE * LINE;
+            ptr::copy_nonoverlapping(src.add(head), dst.add(head), body);
+            let done = head + body;
+            copy_small(src.add(done), dst.add(done), len - done);
         }
     }
 }

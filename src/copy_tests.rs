@@ -59,6 +59,7 @@ fn small_rows_of_every_width_with_zero_fill() {
                         far: pf == FAR,
                         tail,
                         by_sixteen: false,
+                        to_lines: false,
                     },
                 )
             };
@@ -102,6 +103,7 @@ fn check_streamed_rows_from<const W: usize>(
             far,
             tail: true,
             by_sixteen: far,
+            to_lines: false,
         };
         assert!(offsets
             .iter()
@@ -282,46 +284,100 @@ fn streamed_copies_of_every_length_and_alignment() {
 fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
     // Rows on a line and 16 or 48 bytes past one (far: copied by 16-byte
     // moves where a multiple of 16 up to 1 KiB), of widths on both sides of
-    // those rules; one zero-filled.
+    // those rules; one zero-filled; into an output on a line and 16 bytes
+    // past one, stored where they fall or on lines.
     let mut raw: Vec<u8> = (0..8192u32).map(|v| (v * 13 % 251) as u8).collect();
     let base = raw.as_ptr().align_offset(64);
     let src = &mut raw[base..base + 6144];
     let offsets = [16isize, ZERO_FILL, 0, 64, 1000, 48, 2048, 3];
-    for width in [144, 160, 200, 512, 1024, 1040] {
+    for width in [144, 160, 200, 256, 300, 512, 1024, 1040] {
         // Far, by 16-byte moves (`machine::Tuning::far_rows_by_sixteen`) or
-        // by `memcpy`, whichever this machine's model takes.
-        for (far, by_sixteen) in [(false, false), (true, false), (true, true)] {
-            let mut dst = vec![0xEEu8; offsets.len() * width + 1];
-            let ahead = Ahead {
-                rows: 2,
-                far,
-                tail: true,
-                by_sixteen,
-            };
-            // SAFETY: every offset + width <= 2048 + 1040 <= src.len(); dst
-            // holds offsets.len() rows of `width` bytes (and one spare).
-            unsafe {
-                copy_var::<false, true, 0>(
-                    src.as_ptr(),
-                    &offsets,
-                    offsets.len(),
-                    dst.as_mut_ptr(),
-                    width,
-                    ahead,
-                )
-            };
-            for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
-                if off == ZERO_FILL {
-                    assert!(row.iter().all(|&b| b == 0), "width {width}");
-                } else {
-                    assert_eq!(
-                        row,
-                        &src[off as usize..off as usize + width],
-                        "width {width}"
-                    );
+        // by `memcpy`, whichever this machine's model takes; stored on
+        // lines (`machine::Tuning::lines_stored_min_out_bytes`) or not.
+        for (far, by_sixteen, to_lines) in [
+            (false, false, false),
+            (true, false, false),
+            (true, true, false),
+            (false, false, true),
+            (true, false, true),
+        ] {
+            for at in [0, 16] {
+                let len = offsets.len() * width;
+                let mut raw_dst = vec![0xEEu8; len + 2 * LINE];
+                let d0 = raw_dst.as_ptr().align_offset(LINE) + at;
+                let ahead = Ahead {
+                    rows: 2,
+                    far,
+                    tail: true,
+                    by_sixteen,
+                    to_lines,
+                };
+                // SAFETY: every offset + width <= 2048 + 1040 <= src.len();
+                // the output, `d0 .. d0 + len`, lies inside `raw_dst`.
+                unsafe {
+                    copy_var::<false, true, 0>(
+                        src.as_ptr(),
+                        &offsets,
+                        offsets.len(),
+                        raw_dst.as_mut_ptr().add(d0),
+                        width,
+                        ahead,
+                    )
+                };
+                let dst = &raw_dst[d0..d0 + len];
+                for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
+                    if off == ZERO_FILL {
+                        assert!(row.iter().all(|&b| b == 0), "width {width}");
+                    } else {
+                        assert_eq!(
+                            row,
+                            &src[off as usize..off as usize + width],
+                            "width {width} at {at}"
+                        );
+                    }
                 }
+                assert!(raw_dst[..d0].iter().all(|&b| b == 0xEE), "width {width}");
+                assert!(
+                    raw_dst[d0 + len..].iter().all(|&b| b == 0xEE),
+                    "width {width}"
+                );
             }
-            assert_eq!(dst[offsets.len() * width], 0xEE, "width {width}");
+        }
+    }
+}
+
+#[test]
+fn copies_to_lines_of_every_length_from_every_line_offset() {
+    // Destinations at every offset in a line, sources on and off one, of
+    // lengths on both sides of the rule's bound (four lines) and of a line's
+    // multiples: every byte copied, none written around them.
+    let mut raw_src: Vec<u8> = (0..4096u32).map(|v| (v * 13 % 251 + 1) as u8).collect();
+    let s0 = raw_src.as_ptr().align_offset(LINE);
+    let src = &mut raw_src[s0..s0 + 2048];
+    for at in 0..LINE {
+        for from in [0, 3, 16, 48] {
+            for len in [
+                0, 1, 63, 64, 127, 128, 255, 256, 257, 300, 448, 511, 512, 513, 1040,
+            ] {
+                let mut raw = vec![0u8; 1200 + 3 * LINE];
+                let base = raw.as_ptr().align_offset(LINE) + LINE;
+                // SAFETY: `from + len <= 1088` inside `src`; the
+                // destination, `base + at .. + len`, inside `raw`.
+                unsafe {
+                    copy_to_lines(src.as_ptr().add(from), raw.as_mut_ptr().add(base + at), len)
+                };
+                let (head, rest) = raw.split_at(base + at);
+                let (copied, tail) = rest.split_at(len);
+                assert_eq!(
+                    copied,
+                    &src[from..from + len],
+                    "at {at} from {from} len {len}"
+                );
+                assert!(
+                    head.iter().chain(tail).all(|&b| b == 0),
+                    "at {at} len {len}"
+                );
+            }
         }
     }
 }

@@ -68,6 +68,10 @@ pub(crate) struct Ahead {
     /// are copied by 16-byte moves rather than `memcpy`
     /// (`machine::Tuning::far_rows_by_sixteen`, `copy::move_far_run`).
     pub(crate) by_sixteen: bool,
+    /// Whether slices of four lines and more are copied with their stores
+    /// on lines (`copy::copy_to_lines`): the call's output is large enough
+    /// (`machine::Tuning::lines_stored_min_out_bytes`).
+    pub(crate) to_lines: bool,
 }
 
 impl Ahead {
@@ -100,6 +104,16 @@ impl Ahead {
             far,
             tail: true,
             by_sixteen: far && tuning().far_rows_by_sixteen,
+            to_lines: false,
+        }
+    }
+
+    /// The same for a call whose output is `out_bytes` long.
+    #[inline]
+    pub(crate) fn storing(self, out_bytes: usize) -> Ahead {
+        Ahead {
+            to_lines: out_bytes >= tuning().lines_stored_min_out_bytes,
+            ..self
         }
     }
 

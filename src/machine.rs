@@ -132,6 +132,18 @@ pub(crate) struct Tuning {
     /// such rows and 0.87-0.90x for 4,096 (Intel Xeon model 207 VM,
     /// docs/performance.md).
     pub(crate) far_rows_by_sixteen: bool,
+    /// Outputs from this size on (not streamed) have rows of four lines
+    /// and more copied with their stores on lines (`copy::copy_to_lines`):
+    /// into an output that does not start on one (NumPy's `out=` buffers
+    /// start 16 bytes past a line) `memcpy` stores where the row falls,
+    /// two lines a 64-byte store, which costs once the output is no longer
+    /// held by a core's L2. On Intel cores a core's L2: 4,096 random
+    /// 512-byte rows (2 MiB) a call into such an `out=`, one thread, took
+    /// 0.87-0.90x the time, two threads 0.79-0.91x; 512 of them (256 KiB)
+    /// took 1.04-1.10x, the moves at the rows' ends costing more than they
+    /// saved (Intel Xeon model 207 VM, the service harness). Not measured
+    /// on AMD's: never there (`usize::MAX`).
+    pub(crate) lines_stored_min_out_bytes: usize,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
     /// service-sized batch of its rows is mostly misses and is worth
@@ -164,6 +176,10 @@ impl Tuning {
             loads_by_line: maker == Maker::Other,
             carries_lines: maker == Maker::Intel,
             far_rows_by_sixteen: maker == Maker::Other,
+            lines_stored_min_out_bytes: match maker {
+                Maker::Intel => l2,
+                Maker::Other => usize::MAX,
+            },
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -367,6 +383,8 @@ mod tests {
         assert!(!t.carries_lines);
         // Its far rows off a line go by 16-byte moves, as measured there.
         assert!(t.far_rows_by_sixteen);
+        // Its rows are stored where they fall, as before (not measured).
+        assert_eq!(t.lines_stored_min_out_bytes, usize::MAX);
     }
 
     #[test]
@@ -381,6 +399,9 @@ mod tests {
         assert!(t.carries_lines);
         // Their far rows off a line go by `memcpy`'s wider moves.
         assert!(!t.far_rows_by_sixteen);
+        // Their rows go out with their stores on lines from an output the
+        // size of a core's L2.
+        assert_eq!(t.lines_stored_min_out_bytes, TUNED_ON.l2);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
@@ -389,6 +410,7 @@ mod tests {
             loads_by_line: false,
             carries_lines: false,
             far_rows_by_sixteen: false,
+            lines_stored_min_out_bytes: 0,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));
@@ -419,6 +441,7 @@ mod tests {
             assert!(t.prefetch_min_data_bytes <= t.far_min_data_bytes, "{t:?}");
             assert!((64..=256).contains(&t.stream_min_slice_bytes), "{t:?}");
             assert!((64..=512).contains(&t.whole_line_min_bytes), "{t:?}");
+            assert!(t.lines_stored_min_out_bytes >= 256 << 10, "{t:?}");
         }
         let intel = Tuning::for_machine(
             Caches {

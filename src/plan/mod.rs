@@ -129,6 +129,7 @@ impl Plan<'_> {
         };
         Ahead::new(self.prefetch, self.n_rows, self.data.bytes.len(), read)
             .aligned(read, self.slice_alignment())
+            .storing(self.n_rows.saturating_mul(self.slice_bytes))
     }
 
     /// The largest power of two, at most a line, that the address of every

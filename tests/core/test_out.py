@@ -74,6 +74,31 @@ def test_out_large_parallel() -> None:
     assert_same(out, np.take(data, idx, axis=0))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("phase", [0, 4, 16, 48])
+@pytest.mark.parametrize("row_bytes", [144, 256, 300, 512, 1040])
+def test_out_of_an_l2_and_more_at_every_offset_in_a_line(
+    row_bytes: int, phase: int, threads: int
+) -> None:
+    # Outputs of 2 MiB and more (a core's L2 on the Intel kind, where rows of
+    # four lines and more are then stored on lines: copy::copy_to_lines),
+    # starting on a line and 4, 16 or 48 bytes past one; every byte in
+    # place and none written around them.
+    width = row_bytes // 4
+    rng = np.random.default_rng(row_bytes + phase)
+    data = rng.standard_normal((4096, width)).astype(np.float32)
+    n = (2 << 20) // row_bytes + 7
+    idx = rng.integers(-4096, 4096, size=n)
+    nbytes = n * row_bytes
+    raw = np.full(nbytes + 192, 0xEE, dtype=np.uint8)
+    at = (-raw.ctypes.data) % 64 + 64 + phase
+    out = raw[at : at + nbytes].view(np.float32).reshape(n, width)
+    ndgather.set_num_threads(threads)
+    assert ndgather.gather(data, idx, out=out) is out
+    assert_same(out, np.take(data, idx, axis=0))
+    assert (raw[:at] == 0xEE).all() and (raw[at + nbytes :] == 0xEE).all()
+
+
 # --------------------------------------------------------------------------- bad out
 
 
