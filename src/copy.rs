@@ -1025,6 +1025,11 @@ pub(crate) unsafe fn copy_contiguous(src: *const u8, dst: &mut [u8]) {
 #[inline(always)]
 pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
+    if len >= STREAM_LINES_MIN && crate::machine::wide_vectors() {
+        // SAFETY: forwarded from the caller; the CPU has AVX-512F.
+        return unsafe { stream_whole_lines_of_run(src, dst, len) };
+    }
+    #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         let head = dst.align_offset(16).min(len);
@@ -1064,6 +1069,48 @@ pub(crate) unsafe fn stream_copy(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: forwarded from the caller.
     unsafe {
         ptr::copy_nonoverlapping(src, dst, len)
+    }
+}
+
+/// Runs from this length on are streamed a whole line a store
+/// ([`stream_whole_lines_of_run`]) where the CPU has AVX-512: at most one
+/// line in sixteen of such a run goes through the cache (its two ends).
+/// Shorter rows of whole lines have loops of their own
+/// (`stream_line_stores`). Intel Xeon model 207 VM, two threads:
+/// `slices_128k` (128 KiB rows) 0.80x the time, its `out=` 0.64x;
+/// `tokens_b1` (1 KiB rows) 0.90x (docs/performance.md).
+const STREAM_LINES_MIN: usize = 1024;
+
+/// [`stream_copy`] of a long run, a whole line a store: the part up to
+/// `dst`'s next line and the part after its last whole line are copied
+/// through the cache, every line between by one 64-byte non-temporal store,
+/// which fills a line's write-combining buffer by itself (as
+/// `stream_line_stores` does for rows of a line to 512 bytes). By 16-byte
+/// stores from `dst` 16 bytes past a line (NumPy's `out=`), four stores
+/// wrote parts of two lines.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, len)`; only on a CPU with
+/// AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[link_section = "ndgather_dispatched"]
+unsafe fn stream_whole_lines_of_run(src: *const u8, dst: *mut u8, len: usize) {
+    use std::arch::x86_64::{_mm512_loadu_si512, _mm512_stream_si512};
+    let head = (dst.addr().wrapping_neg() % LINE).min(len);
+    // SAFETY: every move below is inside the `len` bytes of both (caller):
+    // the head, then whole lines while `at + LINE <= len`, then the rest
+    // (below a line); `copy_small` takes up to a line; `dst + at` starts a
+    // line in the loop, as the 64-byte store needs; AVX-512F (caller).
+    unsafe {
+        copy_small(src, dst, head);
+        let mut at = head;
+        while at + LINE <= len {
+            _mm512_stream_si512(dst.add(at).cast(), _mm512_loadu_si512(src.add(at).cast()));
+            at += LINE;
+        }
+        copy_small(src.add(at), dst.add(at), len - at);
     }
 }
 

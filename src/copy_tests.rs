@@ -266,10 +266,14 @@ fn streamed_rows_off_a_line_carried_into_whole_lines() {
 
 #[test]
 fn streamed_copies_of_every_length_and_alignment() {
-    let src: Vec<u8> = (0..300u32).map(|v| (v * 7 % 251) as u8).collect();
-    for offset in 0..17 {
-        for len in [0, 1, 15, 16, 17, 63, 64, 65, 130, 200] {
-            let mut dst = vec![0u8; 300];
+    // Short runs by 16-byte stores; from `STREAM_LINES_MIN` on, where the
+    // CPU has AVX-512, a whole line a store, from every offset in a line.
+    let src: Vec<u8> = (0..5000u32).map(|v| (v * 7 % 251) as u8).collect();
+    for offset in 0..65 {
+        for len in [
+            0, 1, 15, 16, 17, 63, 64, 65, 130, 200, 1023, 1024, 1040, 1100, 4099,
+        ] {
+            let mut dst = vec![0u8; 4300];
             // SAFETY: both ranges are inside their vectors.
             unsafe { stream_copy(src.as_ptr().add(3), dst.as_mut_ptr().add(offset), len) };
             fence();
