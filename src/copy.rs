@@ -215,7 +215,7 @@ unsafe fn stream_line_stores<const W: usize, const LANES: i32>(
         _mm512_loadu_si512, _mm512_stream_si512, _mm_loadu_si128, _mm_stream_si128,
     };
     debug_assert!(len == W && dst.addr().is_multiple_of(16));
-    let head = (LINE - dst.addr() % LINE) % LINE;
+    let head = to_next_line(dst);
     let mut at = 0;
     // Every move below is inside the `W` bytes of both slices (`W` and
     // `head` are multiples of 16, `head <= 48 < W`), and the CPU has
@@ -706,6 +706,12 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
     }
 }
 
+/// The bytes from `dst` to the start of the next line: 0 on a line.
+#[inline(always)]
+fn to_next_line(dst: *const u8) -> usize {
+    dst.addr().wrapping_neg() % LINE
+}
+
 /// `ptr::copy_nonoverlapping(src, dst, len)` with its stores on lines:
 /// a `len` of four lines or more to a `dst` that does not start on a line
 /// is copied as its part up to `dst`'s next line, then `memcpy` of the
@@ -721,7 +727,7 @@ unsafe fn move_run<const STREAM: bool, const W: usize>(src: *const u8, dst: *mut
 /// As for `ptr::copy_nonoverlapping(src, dst, len)`.
 #[inline(always)]
 unsafe fn copy_to_lines(src: *const u8, dst: *mut u8, len: usize) {
-    let head = dst.addr().wrapping_neg() % LINE;
+    let head = to_next_line(dst);
     // SAFETY: `head < LINE < len` in the second arm, so the head, the
     // whole lines after it and the rest (below a line) each lie inside the
     // `len` bytes of both (caller); `copy_small` takes up to `SMALL_ROW`
@@ -854,7 +860,7 @@ fn lanes_to_shift(plan: &Plan<'_>, dst: *const u8) -> i32 {
     let Some(phase) = plan.slice_phase() else {
         return 0;
     };
-    let head = (LINE - dst.addr() % LINE) % LINE;
+    let head = to_next_line(dst);
     match (phase + head) % LINE {
         16 => 4,
         32 => 8,
@@ -1098,7 +1104,7 @@ const STREAM_LINES_MIN: usize = 1024;
 #[link_section = "ndgather_dispatched"]
 unsafe fn stream_whole_lines_of_run(src: *const u8, dst: *mut u8, len: usize) {
     use std::arch::x86_64::{_mm512_loadu_si512, _mm512_stream_si512};
-    let head = (dst.addr().wrapping_neg() % LINE).min(len);
+    let head = to_next_line(dst).min(len);
     // SAFETY: every move below is inside the `len` bytes of both (caller):
     // the head, then whole lines while `at + LINE <= len`, then the rest
     // (below a line); `copy_small` takes up to a line; `dst + at` starts a
