@@ -68,8 +68,10 @@ fn first_bad_index_is_reported_whatever_the_threads() {
 /// `ov_gnd8_xml3`'s geometry (4,096 batches of one index each into rows
 /// of 320 float32, 8 bytes of index a 4-byte element): an `out=` call that
 /// splits saves the rows of `out` each task writes and puts them all back
-/// when an index is bad, wherever the bad one lies; good indices give the
-/// naive result.
+/// when an index is bad, wherever the bad one lies; one on a single thread
+/// gathers into its thread's kept buffer (holding an earlier call's bytes)
+/// and copies that into `out` only if every index was good; good indices
+/// give the naive result.
 #[test]
 fn out_calls_of_few_rows_put_back_what_they_wrote_on_an_error() {
     let (batches, width) = (4096usize, 320usize);
@@ -106,25 +108,26 @@ fn out_calls_of_few_rows_put_back_what_they_wrote_on_an_error() {
         let plan = plan_gather_nd(d, i, IndexType::I64, 1).unwrap();
         assert!(plan.stages());
         for threads in [1, 2, 4] {
-            // Through `execute` (whichever path the split takes now) and
-            // the saving path itself.
-            for direct in [false, true] {
+            // Through `execute` (whichever path the split takes now), the
+            // saving path itself and the staging one.
+            for way in ["execute", "undoable", "staged"] {
                 // Other bytes every time, so that a buffer the allocator
                 // hands back with an earlier call's bytes cannot pass for
                 // rows this call saved.
                 let seed = rng.below(251) as u8;
                 let before: Vec<u8> = (0..4 * batches).map(|v| (v as u8) ^ seed).collect();
                 let mut out = before.clone();
-                let got = if direct {
-                    plan.gather_undoable(Mode::Raise, &mut out, threads)
-                        .unwrap()
-                } else {
-                    plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads)
+                let got = match way {
+                    "undoable" => plan
+                        .gather_undoable(Mode::Raise, &mut out, threads)
+                        .unwrap(),
+                    "staged" => plan.gather_staged(Mode::Raise, &mut out, threads).unwrap(),
+                    _ => plan.execute(Mode::Raise, &mut out, Validation::BeforeWriting, threads),
                 };
                 match bad_at {
                     None => {
                         got.unwrap();
-                        assert!(out == want, "{threads} threads, direct {direct}");
+                        assert!(out == want, "{threads} threads, {way}");
                     }
                     Some(at) => {
                         match got {
@@ -135,7 +138,7 @@ fn out_calls_of_few_rows_put_back_what_they_wrote_on_an_error() {
                         }
                         assert!(
                             out == before,
-                            "out= changed: bad at {at}, {threads} threads"
+                            "out= changed: bad at {at}, {threads} threads, {way}"
                         );
                     }
                 }

@@ -2,7 +2,7 @@
 //! deterministic and leaves a caller's output untouched, and the split of
 //! the work over threads.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 use crate::error::{GatherError, OutOfRange, Result};
 use crate::index::{load_exact, with_index_and_mode, with_index_type};
+use crate::kept;
 use crate::kernel::{copy_rows_at, gather_rows};
 use crate::mode::Mode;
 use crate::offsets::{compute_offsets, first_bad, BadRow};
@@ -45,6 +46,13 @@ const VALIDATE_PARALLEL_MIN_BYTES: usize = 512 * 1024;
 /// again as it copies (the offsets of a huge call would not stay in cache).
 const OFFSETS_FIRST_MAX_ROWS: usize = 16 * 1024;
 
+/// A [`Validation::BeforeWriting`] call of at most this many rows keeps
+/// the offsets `Plan::offsets_then_copy` computes on the stack, and is not
+/// staged ([`STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE`]): that costs it nothing a
+/// buffer would (`tiny_gather_nd`'s two rows: 160 ns `out=` calls took
+/// 200 ns staged through a kept buffer, Intel kind; docs/performance.md).
+const FEW_ROWS: usize = 32;
+
 /// A [`Validation::BeforeWriting`] call split over threads whose indices
 /// take at most this many bytes (4,096 int64 ids) validates them on the
 /// calling thread (a microsecond or two), then copies as a fresh array's
@@ -63,10 +71,11 @@ const CHECK_FIRST_MAX_BYTES: usize = 32 * 1024;
 /// many bytes a byte of output checks them as a fresh array's call does,
 /// while copying, instead of in a pass of its own first, and keeps `out`
 /// untouched on an error by a copy of the output: one of more rows than
-/// [`OFFSETS_FIRST_MAX_ROWS`] gathers into a buffer of its own and then
-/// copies that into `out` (`Plan::gather_staged`); a split one of fewer
-/// saves the rows of `out` each task overwrites, and puts them back on an
-/// error (`Plan::gather_undoable`). Such a check reads each index byte at
+/// [`OFFSETS_FIRST_MAX_ROWS`], or one that runs on the calling thread alone,
+/// gathers into a buffer of its own and then copies that into `out`
+/// (`Plan::gather_staged`); a split one of fewer saves the rows of `out`
+/// each task overwrites, and puts them back on an error
+/// (`Plan::gather_undoable`). Such a check reads each index byte at
 /// about the speed a copy moves an output byte (Intel kind, one thread: 2M
 /// pairs of int64, 32 MB, checked in about 3.5 ms; their 8 MB of float32
 /// points copied in about 0.6 ms), so the copy costs less from about one
@@ -76,30 +85,9 @@ const CHECK_FIRST_MAX_BYTES: usize = 32 * 1024;
 const STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE: usize = 1;
 
 thread_local! {
-    /// The row offsets of this thread's last [`Plan::offsets_then_copy`],
-    /// kept for the next: a new buffer a call was zeroed by `calloc`, 6% of
-    /// `ov_gnd8_xml3`'s `out=` with `mode="raise"` (4,096 offsets, 32 KiB;
-    /// `perf`, Intel Xeon model 207 VM). At most
-    /// [`OFFSETS_FIRST_MAX_ROWS`] offsets (128 KiB) a thread that calls.
-    static ROW_OFFSETS: RefCell<Vec<isize>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` with a buffer of `n` offsets: this thread's kept one (see
-/// [`ROW_OFFSETS`]), or a new one if that is in use (a call made from
-/// inside `f` on this thread) or `n` is beyond what is kept.
-fn with_row_offsets<R>(n: usize, f: impl FnOnce(&mut [isize]) -> R) -> R {
-    if n > OFFSETS_FIRST_MAX_ROWS {
-        return f(&mut vec![0; n]);
-    }
-    ROW_OFFSETS.with(|kept| match kept.try_borrow_mut() {
-        Ok(mut kept) => {
-            if kept.len() < n {
-                kept.resize(n, 0);
-            }
-            f(&mut kept[..n])
-        }
-        Err(_) => f(&mut vec![0; n]),
-    })
+    /// The row offsets a calling thread keeps for its next
+    /// [`Plan::offsets_then_copy`] (see `kept`).
+    static KEPT_OFFSETS: Cell<Vec<isize>> = const { Cell::new(Vec::new()) };
 }
 
 /// Counts a finished offsets task of [`Plan::offsets_then_copy`] when
@@ -129,32 +117,34 @@ impl Plan<'_> {
         check_out_len(out, self.out_bytes)?;
         let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
-        if can_fail
-            && validation == Validation::BeforeWriting
-            && small
-            && !self.checks_first(threads)
-        {
+        let before = can_fail && validation == Validation::BeforeWriting;
+        let splits = before && self.splits(threads);
+        if before && self.stages() && !(small && splits) && self.n_rows > FEW_ROWS {
+            // Checked while gathered into a buffer, then copied into `out`
+            // (`ov_gnd8_xml3` on one thread: raise/clip 1.14 -> 1.06 against
+            // computing every offset first; docs/performance.md).
+            if let Some(done) = self.gather_staged(mode, out, threads) {
+                return done;
+            }
+        }
+        if before && small && !(splits && self.index_reads() <= CHECK_FIRST_MAX_BYTES) {
             // Every output row's offset, computed once: this validates every
             // index (each one is used by some row when there is output) and
             // spares the copy computing them again.
-            return self
-                .offsets_then_copy(mode, out, threads)
-                .or_else(|BadRow| self.report_bad(mode, threads));
+            if let Some(done) = self.offsets_then_copy(mode, out, threads) {
+                return done.or_else(|BadRow| self.report_bad(mode, threads));
+            }
         }
-        if can_fail && validation == Validation::BeforeWriting && self.stages() {
-            // A call of few rows here splits (else it took the path above):
-            // saving its rows costs its tasks a copy each of what they
-            // overwrite, in their own caches, where a buffer they filled
-            // would be copied into `out` by one thread, half of it from
-            // the other core's cache (`ov_gnd8_xml3`, AMD kind, two
-            // threads: raise/clip 1.16x checking first, 1.15x staging,
-            // 1.05-1.07x saving; docs/performance.md).
-            let done = if small {
-                self.gather_undoable(mode, out, threads)
-            } else {
-                self.gather_staged(mode, out, threads)
-            };
-            if let Some(done) = done {
+        if before && small && self.stages() {
+            // A call of few rows that splits: saving its rows costs its
+            // tasks a copy each of what they overwrite, in their own
+            // caches, where a buffer they filled would be copied into `out`
+            // by one thread, half of it from the other core's cache
+            // (`ov_gnd8_xml3`, AMD kind, two threads: raise/clip 1.16x
+            // checking first, 1.15x staging, 1.05-1.07x saving; Intel kind,
+            // with every buffer kept, 1.08x saving, 1.11x staging;
+            // docs/performance.md).
+            if let Some(done) = self.gather_undoable(mode, out, threads) {
                 return done;
             }
         }
@@ -196,11 +186,17 @@ impl Plan<'_> {
                     .saturating_mul(STAGE_MIN_INDEX_BYTES_PER_OUT_BYTE)
     }
 
-    /// Gathers into a buffer of the pool's (or a new one), its indices
-    /// checked on the way, then copies it into `out`: an error leaves `out`
+    /// Gathers into a buffer of the pool's (or the thread's kept one, or a
+    /// new one: `pool::Scratch`), its indices checked on the way, then
+    /// copies it into `out`: an error leaves `out`
     /// untouched, as [`Validation::BeforeWriting`] promises. `None` if no
     /// buffer could be had (the caller then checks in a pass of its own).
-    fn gather_staged(&self, mode: Mode, out: &mut [u8], threads: usize) -> Option<Result<()>> {
+    pub(crate) fn gather_staged(
+        &self,
+        mode: Mode,
+        out: &mut [u8],
+        threads: usize,
+    ) -> Option<Result<()>> {
         let len = out.len();
         let mut scratch = pool::Scratch::take(len)?;
         let staged = scratch.initialised();
@@ -218,7 +214,8 @@ impl Plan<'_> {
 
     /// Gathers into `out` checking the indices on the way, as a fresh
     /// array's call does, each task first saving the rows of `out` it is
-    /// about to write in a buffer of the pool's (or a new one); if an index
+    /// about to write in a buffer of the pool's (or the thread's kept one,
+    /// or a new one: `pool::Scratch`); if an index
     /// was bad, every saved row is put back once all tasks are done, so an
     /// error leaves `out` as it was, as [`Validation::BeforeWriting`]
     /// promises. `None` if no buffer could be had (the caller then checks in
@@ -310,15 +307,23 @@ impl Plan<'_> {
     /// one a phase, cost the calls this path serves a second wake-up of the
     /// helpers, and the offsets on the calling thread alone made `out=` with
     /// `mode="raise"` much slower than `mode="clip"` on two threads.)
+    /// `None` if there was no memory for the offsets (the caller then
+    /// validates another way).
     fn offsets_then_copy(
         &self,
         mode: Mode,
         out: &mut [u8],
         threads: usize,
-    ) -> std::result::Result<(), BadRow> {
-        with_row_offsets(self.n_rows, |offsets| {
-            self.offsets_then_copy_in(mode, out, threads, offsets)
-        })
+    ) -> Option<std::result::Result<(), BadRow>> {
+        let n = self.n_rows;
+        if n <= FEW_ROWS {
+            let mut offsets = [0isize; FEW_ROWS];
+            return Some(self.offsets_then_copy_in(mode, out, threads, &mut offsets[..n]));
+        }
+        let mut offsets = kept::take(&KEPT_OFFSETS, n)?;
+        let done = self.offsets_then_copy_in(mode, out, threads, &mut offsets[..n]);
+        kept::keep(&KEPT_OFFSETS, offsets);
+        Some(done)
     }
 
     /// [`Plan::offsets_then_copy`] with `offsets` to hold every row's.
@@ -444,18 +449,11 @@ impl Plan<'_> {
             .saturating_add(misses.saturating_mul(RANDOM_ROW_COST))
     }
 
-    /// Whether a [`Validation::BeforeWriting`] call of few rows checks its
-    /// indices on this thread before a split copy rather than computing
-    /// every offset first: when it splits and its indices are at most
-    /// [`CHECK_FIRST_MAX_BYTES`].
-    fn checks_first(&self, threads: usize) -> bool {
-        self.index_reads() <= CHECK_FIRST_MAX_BYTES
-            && task_rows(
-                threads_without_waking(threads, self.copy_cost()),
-                self.n_rows,
-                self.copy_cost(),
-            )
-            .is_some()
+    /// Whether the copy would split over threads now (without waking a
+    /// helper to find out).
+    fn splits(&self, threads: usize) -> bool {
+        let cost = self.copy_cost();
+        task_rows(threads_without_waking(threads, cost), self.n_rows, cost).is_some()
     }
 
     /// The bytes of indices a validation pass reads. Saturating: zero-stride

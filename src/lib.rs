@@ -24,6 +24,7 @@ mod half;
 mod hints;
 mod huge_pages;
 mod index;
+mod kept;
 mod kernel;
 mod layout;
 mod machine;

@@ -20,12 +20,14 @@
 //! really gives its memory back: the C allocator would keep buffers of a few
 //! MiB in its heap, where they still count in the process's RSS.
 
+use std::cell::Cell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::fork::{self, HeldAcrossFork};
+use crate::kept;
 
 /// Smaller buffers come from the ordinary allocator, which recycles them
 /// well enough.
@@ -222,22 +224,35 @@ pub(crate) fn give_back(buffer: Buffer) {
 }
 
 /// A call's own buffer of at least `len` bytes ([`Scratch::take`]): a
-/// pooled one for a large `len`, else a new allocation; a pooled one goes
-/// back to the pool when the scratch is dropped.
+/// pooled one for a large `len`, else the calling thread's kept one
+/// (`kept`) or, over what is kept, a new allocation; a pooled one goes back
+/// to the pool, a kept one to its thread, when the scratch is dropped.
 pub(crate) struct Scratch {
     pooled: Option<Buffer>,
     fresh: Vec<u8>,
     len: usize,
 }
 
+thread_local! {
+    /// The scratch a calling thread keeps (see `kept`).
+    static KEPT_SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
 impl Scratch {
     /// `None` if no buffer could be had.
     pub(crate) fn take(len: usize) -> Option<Scratch> {
         let pooled = take(len);
-        let mut fresh = Vec::new();
-        if pooled.is_none() {
+        let fresh = if pooled.is_some() {
+            Vec::new()
+        } else if kept::fits::<u8>(len) {
+            kept::take(&KEPT_SCRATCH, len)?
+        } else {
+            // Left unwritten until `initialised` asks: the saved-rows path
+            // writes it through `as_mut_ptr`.
+            let mut fresh = Vec::new();
             fresh.try_reserve_exact(len).ok()?;
-        }
+            fresh
+        };
         Some(Scratch { pooled, fresh, len })
     }
 
@@ -250,7 +265,9 @@ impl Scratch {
         }
     }
 
-    /// Its `len` bytes as a slice: a new allocation's zeroed first.
+    /// Its `len` bytes as a slice, holding whatever they held (zeros, or
+    /// what an earlier call left in a kept buffer; a new allocation's
+    /// zeroed first).
     pub(crate) fn initialised(&mut self) -> &mut [u8] {
         match &self.pooled {
             // SAFETY: a pool buffer is a mapping of at least `len` bytes
@@ -259,8 +276,10 @@ impl Scratch {
             Some(buffer) => unsafe { std::slice::from_raw_parts_mut(buffer.as_ptr(), self.len) },
             None => {
                 // Within the capacity reserved in `take`: no allocation.
-                self.fresh.resize(self.len, 0);
-                &mut self.fresh
+                if self.fresh.len() < self.len {
+                    self.fresh.resize(self.len, 0);
+                }
+                &mut self.fresh[..self.len]
             }
         }
     }
@@ -270,6 +289,8 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         if let Some(buffer) = self.pooled.take() {
             give_back(buffer);
+        } else {
+            kept::keep(&KEPT_SCRATCH, std::mem::take(&mut self.fresh));
         }
     }
 }
@@ -399,7 +420,7 @@ mod tests {
         // own, a large one a pool buffer that goes back when dropped.
         let mut small = Scratch::take(1000).expect("allocation");
         assert!(small.pooled.is_none());
-        assert_eq!(small.initialised(), &[0u8; 1000][..]);
+        assert_eq!(small.initialised().len(), 1000);
         let mut large = Scratch::take(2 << 20).expect("allocation");
         let at = large.as_mut_ptr();
         assert_eq!(large.initialised().len(), 2 << 20);
