@@ -150,7 +150,7 @@ fn out_calls_of_few_rows_put_back_what_they_wrote_on_an_error() {
 #[test]
 fn out_offsets_computed_by_several_threads_are_exact() {
     // One thread's calls in turn, so that its kept buffer of offsets
-    // (`execute::with_row_offsets`) is reused smaller, then grown.
+    // (`execute::KEPT_OFFSETS`) is reused smaller, then grown.
     for n in [3_000, 800, 5_000] {
         out_call_of_n_rows_is_exact(n);
     }

@@ -203,6 +203,43 @@ def test_out_untouched_after_index_error(threads: int) -> None:
     assert np.all(o == 7.0)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_element_lookups_into_out_after_earlier_calls_are_exact_or_untouched(threads: int) -> None:
+    # OpenVINO GatherND-8's third example (batch_dims=3, one element a batch: 8 bytes of index
+    # a 4-byte element), at sizes around the few rows kept on the stack and up to buffers
+    # larger than a thread keeps: each call works in its thread's buffer, which holds the last
+    # call's bytes, so a good call must still give the reference and a bad one leave `out` as
+    # it was.
+    ndgather.set_num_threads(threads)
+    rng = np.random.default_rng(9)
+    data = rng.standard_normal((1, 64, 64, 320)).astype(np.float32)
+    flat = data.reshape(4096, 320)
+    for batches in (4096, 32, 33, 1000, 4096):
+        rows = flat[:batches]
+        for _ in range(2):
+            idx = rng.integers(0, 320, (batches, 1))
+            want = np.take_along_axis(rows, idx, axis=1)[:, 0]
+            out = np.full(batches, 5.0, dtype=np.float32)
+            assert ndgather.gather_nd(rows, idx, batch_dims=1, out=out) is out
+            np.testing.assert_array_equal(out, want)
+            bad = idx.copy()
+            bad[rng.integers(0, batches), 0] = 320
+            kept = np.full(batches, 3.0, dtype=np.float32)
+            with pytest.raises(IndexError):
+                ndgather.gather_nd(rows, bad, batch_dims=1, out=kept)
+            assert np.all(kept == 3.0)
+    # Points by int64 pairs whose output is larger than what a thread keeps (400 KB).
+    pts = np.stack([rng.integers(0, 4096, 100_000), rng.integers(0, 320, 100_000)], -1)
+    out = np.full(100_000, 5.0, dtype=np.float32)
+    ndgather.gather_nd(flat, pts, out=out)
+    np.testing.assert_array_equal(out, flat[pts[:, 0], pts[:, 1]])
+    pts[-1, 1] = 320
+    out[:] = 3.0
+    with pytest.raises(IndexError):
+        ndgather.gather_nd(flat, pts, out=out)
+    assert np.all(out == 3.0)
+
+
 def test_out_untouched_after_other_errors() -> None:
     data = np.arange(12, dtype=np.int64).reshape(3, 4)
     out = np.full((2, 4), 9, dtype=np.int64)
