@@ -118,8 +118,9 @@ impl Plan<'_> {
         let can_fail = self.can_fail(mode);
         let small = self.n_rows <= OFFSETS_FIRST_MAX_ROWS && self.out_bytes > 0;
         let before = can_fail && validation == Validation::BeforeWriting;
-        let splits = before && self.splits(threads);
-        if before && self.stages() && !(small && splits) && self.n_rows > FEW_ROWS {
+        // Asked only of calls few enough to compute every offset first.
+        let splits = before && small && self.splits(threads);
+        if before && self.stages() && !splits && self.n_rows > FEW_ROWS {
             // Checked while gathered into a buffer, then copied into `out`
             // (`ov_gnd8_xml3` on one thread: raise/clip 1.14 -> 1.06 against
             // computing every offset first; docs/performance.md).
