@@ -68,6 +68,8 @@ from .timing import Call, Repeated, seconds
 CRATE = Path(__file__).with_name("floor")
 FAMILY = "floor"
 READ, WRITE, GATHER = "read floor", "write floor", "gather floor"
+#: The gather floor of one call at a time (``GatherFloor``'s ``per_call``): service.py.
+CALL = "call floor"
 DISTANCES = (0, 4, 8, 16, 32, 64, 128, 256, 512)
 #: The knobs of the gather floor's setting that its timed rounds also try flipped, one at a
 #: time (gather_floor): the stores, the split of the output, the 16-byte moves, the output's
@@ -124,7 +126,7 @@ def library() -> ctypes.CDLL:
     lib.floor_offsets_fit.restype = ctypes.c_bool
     flag = ctypes.c_bool
     lib.floor_gather.argtypes = [ptr, ptr, size, size, size, ptr, size, size] + [size] * 4
-    lib.floor_gather.argtypes += [flag, size, size, size, flag, flag, flag]
+    lib.floor_gather.argtypes += [flag, size, size, size, flag, flag, flag, flag]
     lib.floor_gather.restype = ctypes.c_uint64
     return lib
 
@@ -355,10 +357,22 @@ class GatherFloor:
     thread leaves its share to the other, but the output takes ``threads`` times the cache),
     or each takes its share of every segment of one shared output, as a gather splits its
     output (the same cache as the gather's: ``tokens_b1``'s 32 MiB output, data in the L3,
-    took 1.2x ndgather's time split the first way)."""
+    took 1.2x ndgather's time split the first way).
+
+    With ``per_call``, each segment is gathered as one call gathers its batch: the call's first
+    blocks are requested before its copy starts, none past its last is requested, and the
+    threads split every segment (``shared``) and wait for each other at its end (a spin
+    barrier). Without it, a run of segments is one stream: the prefetch reaches into the next
+    segments' blocks, which no call knows of, and the threads never wait for each other."""
 
     def __init__(
-        self, data: np.ndarray, offsets: np.ndarray, block: int, segment: int, threads: int
+        self,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        block: int,
+        segment: int,
+        threads: int,
+        per_call: bool = False,
     ) -> None:
         if offsets.size == 0 or block == 0:
             raise NotApplicable("nothing is gathered")
@@ -367,6 +381,7 @@ class GatherFloor:
         # As for ReadFloor: the first offsets again after the last, for the prefetch ahead.
         self.offsets = np.resize(np.asarray(offsets, dtype=np.uint64), self.n + max(DISTANCES))
         self.block, self.segment, self.threads = block, segment, max(1, threads)
+        self.per_call = per_call
         self.lib = library()
         if not self.lib.floor_offsets_fit(
             self.offsets.ctypes.data, self.offsets.size, block, self.data.nbytes
@@ -414,6 +429,7 @@ class GatherFloor:
                 setting.streaming,
                 setting.narrow,
                 setting.early,
+                self.per_call,
             )
         )
         if done != count * max(reps, 1):
@@ -427,15 +443,21 @@ class GatherFloor:
         tries: int = 3,
         quick: bool = False,
         reps: int | None = None,
+        also: GatherSetting | None = None,
     ) -> tuple[GatherSetting, dict[str, float]]:
         """The fastest setting for gathering ``count`` blocks ``reps`` times, as
         :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
         stores, the threads' split, the moves for rows off a line (``narrow``) and the
         output's place (``placed``) as four more knobs; from a second start, streaming stores,
-        where the output is one a gather streams (:data:`STREAMED_OUTPUT_BYTES`)."""
+        where the output is one a gather streams (:data:`STREAMED_OUTPUT_BYTES`); and from
+        ``also`` if given (another floor's tuning of the same blocks)."""
         axes: dict[str, tuple[dict[str, Any], ...]] = {
             "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
-            "split": ({"shared": False}, {"shared": True}),
+            # Per call, the threads share each segment (the library splits it so whatever
+            # is asked).
+            "split": (
+                ({"shared": True},) if self.per_call else ({"shared": False}, {"shared": True})
+            ),
             # One knob with the prefetch: rows off a line want both the narrow moves and a
             # prefetch to the outer caches (T1/T2), and either alone was no faster, so that a
             # descent over them one at a time stayed where it started (AMD kind).
@@ -452,7 +474,7 @@ class GatherFloor:
         }
         if self.placed_out is not None:
             axes["placed"] = ({"placed": False}, {"placed": True})
-        start = GatherSetting(16, 1, min(threads, self.threads))
+        start = GatherSetting(16, 1, min(threads, self.threads), shared=self.per_call)
         if self.data.ctypes.data % 64 or self.block % 64:
             # Blocks off a line (NumPy's large buffers start 16 bytes past one): start from
             # what suits them (128-byte rows, AMD kind: 8-10 ns a row, against 24 ns for every
@@ -475,6 +497,8 @@ class GatherFloor:
                 # And, for blocks off a line, ndgather's own way with such an output: 16-byte
                 # streaming stores, each block requested into L2 before the copy.
                 starts.append(replace(streamed, narrow=True, early=True))
+        if also is not None:
+            starts.append(replace(also, shared=also.shared or self.per_call))
         # Untimed first, with the start setting: the first few hundred thousand random blocks
         # of a large table just made ran 2-5x slower than the rest (same rows: 55 ns a row
         # falling to 11 over about 300,000).

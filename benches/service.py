@@ -17,7 +17,10 @@ given the ids as a NumPy array (what a request parser hands over):
 * the floors of ``floor.py``: ``gather floor`` (an unchecked gather of the same rows into a
   warm output of one batch, tuned), the limit the ratios are taken against, and its halves,
   ``read floor`` (only the reads of the same rows, tuned) and ``write floor`` (only the writes
-  of the output).
+  of the output); and ``call floor``, the gather floor one call at a time
+  (``floor.GatherFloor``'s ``per_call``: a batch's prefetch starts with it and stops at its
+  end, and its threads wait for each other at its end), shown beside the gather floor: the
+  gather floor streams from one batch into the next, which no call can.
 
 **Fresh ids.** Each case draws a cycle of batches up front, shared by all candidates; every
 call, whichever candidate makes it, takes the next batch of the cycle (a timed sample
@@ -284,15 +287,37 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
             first = cycle.skip(number)
             return gatherer.run(g_setting, first * case.batch, number * case.batch, 1)
 
+        # The same, one call at a time (floor.GatherFloor's ``per_call``): what a call can do
+        # that sees only its own batch and waits for its threads. Its descent also starts from
+        # the gather floor's setting, so that one noisy trial does not leave it far above.
+        caller = floor.GatherFloor(
+            table, offsets, row_bytes, case.batch, case.threads, per_call=True
+        )
+        resident()
+        c_setting, c_tried = caller.tune(
+            case.threads,
+            min(offsets.size, max(16 * case.batch, 1 << 14)),
+            quick=quick,
+            reps=1,
+            also=g_setting,
+        )
+
+        def call(number: int) -> object:
+            first = cycle.skip(number)
+            return caller.run(c_setting, first * case.batch, number * case.batch, 1)
+
         writer, write_tuning = floor.write_floor_call(case.batch * row_bytes, case.threads)
         timers[floor.READ] = NativeTimer(read)
         timers[floor.WRITE] = writer.timer()
         timers[floor.GATHER] = NativeTimer(gather)
-        families[floor.READ] = families[floor.WRITE] = families[floor.GATHER] = floor.FAMILY
+        timers[floor.CALL] = NativeTimer(call)
+        for name in (floor.READ, floor.WRITE, floor.GATHER, floor.CALL):
+            families[name] = floor.FAMILY
         record["floor_tuning"] = {
             **floor.tuning_record(setting, tried),
             "write": write_tuning,
             "gather": floor.tuning_record(g_setting, g_tried),
+            "call": floor.tuning_record(c_setting, c_tried),
         }
     else:
         record["floor_unavailable"] = why
@@ -344,6 +369,9 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
         "gather floor",
         "ndgather / gather floor",
         "out= / gather floor",
+        "call floor",
+        "ndgather / call floor",
+        "out= / call floor",
     ]
     table: list[list[str]] = []
     notes: list[str] = []
@@ -375,6 +403,16 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
         if beaten:
             notes.append(f"gather floor of {r['name']} BROKEN: beaten by {', '.join(beaten)}")
             gather_cell += f" [{len(notes)}]"
+        call = floor_time(r, floor.CALL)
+        call_cell = fmt_seconds(call) if call else "-"
+        call_beaten = [
+            n
+            for n, c in cands.items()
+            if call and c["family"] in [SUBJECT, *peers] and c["median_s"] < call
+        ]
+        if call_beaten:
+            notes.append(f"call floor of {r['name']} BROKEN: beaten by {', '.join(call_beaten)}")
+            call_cell += f" [{len(notes)}]"
         line += [
             over(SUBJECT, top_s),
             over(f"{SUBJECT} out=", top_s),
@@ -385,6 +423,9 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
             gather_cell,
             over(SUBJECT, limit),
             over(f"{SUBJECT} out=", limit),
+            call_cell,
+            over(SUBJECT, call),
+            over(f"{SUBJECT} out=", call),
         ]
         table.append(line)
     return header, table, notes

@@ -832,6 +832,10 @@ struct Stretch {
     /// With `narrow`: each block's prefetch comes before its copy, whose pieces go first to
     /// last ([`copy_run`]).
     early: bool,
+    /// Each `first .. first + len` given to [`gather_range`] is one call's share of a batch:
+    /// its first `distance` blocks are requested before its copy starts, and no block past
+    /// its end is requested (a call does not know the next call's blocks).
+    per_call: bool,
 }
 
 /// Items `first .. first + len` of a stretch's repetitions (item `r * count + i` is block `i`
@@ -852,11 +856,40 @@ unsafe fn gather_range<const U: usize, const H: i32, const W: usize, const NT: b
     len: usize,
 ) {
     let (mut item, end) = (first, first + len);
+    let place = |item: usize| (s.start + item % s.count) % s.n;
+    if s.per_call && s.distance > 0 {
+        // The call's first blocks, requested before its first copy (as a gather does).
+        for item in first..end.min(first + s.distance) {
+            prefetch::<H>(data.wrapping_add(offsets[place(item)] as usize), s.block);
+        }
+    }
     while item < end {
         let i = item % s.count; // block of the stretch
         let k = (s.start + i) % s.n; // place in the cycle
         let j = i % s.seg; // place in the output
-        let run = (end - item).min(s.count - i).min(s.n - k).min(s.seg - j);
+        let mut run = (end - item).min(s.count - i).min(s.n - k).min(s.seg - j);
+        if s.per_call {
+            let ahead_end = end.saturating_sub(s.distance); // the last block requested ahead
+            if item >= ahead_end {
+                // The call's last blocks: nothing of the call is left to request.
+                // SAFETY: as below, with the prefetch off.
+                unsafe {
+                    copy_run::<U, H, W, NT>(
+                        data,
+                        &offsets[k..k + run],
+                        &offsets[k..k + run],
+                        region.add(j * s.block),
+                        s.block,
+                        false,
+                        s.narrow,
+                        s.early,
+                    );
+                }
+                item += run;
+                continue;
+            }
+            run = run.min(ahead_end - item);
+        }
         // SAFETY: k + run <= n and k + distance + run <= n + distance <= offsets.len(), so
         // both slices are in bounds; j + run <= seg, so the run's output is inside the region.
         unsafe {
@@ -989,6 +1022,10 @@ pub unsafe extern "C" fn floor_offsets_fit(
 /// `unroll` blocks a loop turn (1, 2, 4 or 8), by plain or (`streaming`) non-temporal stores;
 /// with `narrow`, as rows that do not start on a line, and with `early` too, prefetching
 /// each block before its copy (see [`copy_run`]).
+/// With `per_call`, each segment's blocks are gathered as one call gathers its batch, as
+/// `shared` (whatever is asked) with the threads waiting for each other at the end of every
+/// segment: the first `distance` blocks of a thread's share requested before its copy, none
+/// past the share's end (see [`Stretch::per_call`]).
 /// Returns the blocks copied: 0 when the sizes given do not hold the work (nothing done).
 ///
 /// # Safety
@@ -1017,7 +1054,11 @@ pub unsafe extern "C" fn floor_gather(
     streaming: bool,
     narrow: bool,
     early: bool,
+    per_call: bool,
 ) -> u64 {
+    // A call's share of a batch is a share of the one output, and the threads wait for each
+    // other at the end of every batch, as a call's caller waits for its helpers.
+    let shared = shared || per_call;
     let total = count.saturating_mul(reps.max(1));
     let used = if shared {
         threads.clamp(1, seg.max(1))
@@ -1057,6 +1098,7 @@ pub unsafe extern "C" fn floor_gather(
         distance: distance.min(padded - n),
         narrow,
         early,
+        per_call,
     };
     // Shared by the threads.
     let (data, out) = (data as usize, out as usize);
@@ -1088,15 +1130,30 @@ pub unsafe extern "C" fn floor_gather(
     }
     // Thread t writes only the places t * seg / used .. (t + 1) * seg / used of the one
     // segment, in every segment of the stretch and every repetition.
+    // Per call: the batches' shares done by every thread, so that none starts on the next
+    // batch before all are done with this one (a spin barrier: the least a call's join costs).
+    let arrived = AtomicUsize::new(0);
     let share = |t: usize| {
         let (lo, hi) = (t * seg / used, (t + 1) * seg / used);
         let mut done = 0u64;
+        let mut batches = 0;
         for r in 0..reps.max(1) {
             for s0 in (0..count).step_by(seg) {
                 let (a, b) = (s0 + lo, (s0 + hi).min(count));
                 if a < b {
                     gather(out, r * count + a, b - a);
                     done += (b - a) as u64;
+                }
+                if per_call && used > 1 {
+                    batches += 1;
+                    arrived.fetch_add(1, Ordering::AcqRel);
+                    while arrived.load(Ordering::Acquire) < batches * used {
+                        std::hint::spin_loop();
+                    }
+                } else if per_call {
+                    // A call returns once its copy is done: the next call's loads do not
+                    // overlap this one's (a locked add above, a full fence here).
+                    std::sync::atomic::fence(Ordering::SeqCst);
                 }
             }
         }
@@ -1189,14 +1246,20 @@ mod tests {
                 .iter()
                 .flat_map(|&o| data[o as usize..o as usize + w].iter().copied())
                 .collect();
-            for (seg, threads, shared) in [
-                (n, 1, false),
-                (n, 2, false),
-                (7, 1, false),
-                (3, 2, false),
-                (n, 2, true),
-                (7, 2, true),
+            // `per_call` makes the split `shared` whatever is asked.
+            for (seg, threads, shared, per_call) in [
+                (n, 1, false, false),
+                (n, 2, false, false),
+                (7, 1, false, false),
+                (3, 2, false, false),
+                (n, 2, true, false),
+                (7, 2, true, false),
+                (n, 1, false, true),
+                (n, 2, false, true),
+                (7, 2, true, true),
+                (3, 2, false, true),
             ] {
+                let shared = shared || per_call;
                 for (distance, unroll, hint, nt) in [
                     (0, 1, 0, false),
                     (8, 4, 1, true),
@@ -1230,12 +1293,13 @@ mod tests {
                                 nt,
                                 distance % 16 == 8 || distance == 1, // `narrow` on some
                                 distance == 1,                       // and `early`
+                                per_call,
                             )
                         };
                         assert_eq!(got, 2 * n as u64, "width {w}");
                         let what = format!(
                             "width {w}, seg {seg}, threads {threads} shared {shared}, nt {nt}, \
-                         skew {skew}"
+                         skew {skew}, per call {per_call}"
                         );
                         // Each block of a thread's region is the block of that place in some
                         // segment (the segments a chunk of work crosses may differ per place), or
@@ -1288,6 +1352,7 @@ mod tests {
                     0,
                     1,
                     0,
+                    false,
                     false,
                     false,
                     false,
