@@ -14,6 +14,9 @@
 //!   prefetch, plain or streaming stores, two ways of splitting threads). A gather cannot do
 //!   less; the larger of the two floors above is no limit, as reads and writes share the
 //!   caches and the memory bus. [`floor_offsets_fit`] checks the offsets once beforehand.
+//!   With `per_call`, each segment (a service's batch) is gathered as one call gathers it:
+//!   the prefetch starts with the segment and stops at its end, and the threads meet after
+//!   each (the call floor of benches/service.py).
 //!
 //! All repeat their work `reps` times inside one call, so the time per repetition carries no
 //! cost of crossing from Python (which would otherwise decide the small cases).
