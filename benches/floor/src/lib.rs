@@ -1261,6 +1261,8 @@ mod tests {
                 (n, 2, false, true),
                 (7, 2, true, true),
                 (3, 2, false, true),
+                (11, 2, true, true), // the stretch ends in part of a segment
+                (11, 1, false, true),
             ] {
                 let shared = shared || per_call;
                 for (distance, unroll, hint, nt) in [
