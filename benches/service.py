@@ -265,10 +265,9 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
         # are back.
         resident()
         # Cold reads, as in the timing: one pass over 16 batches' worth of ids (at least
-        # 16,384) a trial, never the same rows twice in a row.
-        setting, tried = reader.tune(
-            case.threads, min(offsets.size, max(16 * case.batch, 1 << 14)), quick=quick, reps=1
-        )
+        # 16,384) a trial, never the same rows twice in a row; so for every floor.
+        count = min(offsets.size, max(16 * case.batch, 1 << 14))
+        setting, tried = reader.tune(case.threads, count, quick=quick, reps=1)
 
         def read(number: int) -> object:
             first = cycle.skip(number)  # the batches the gathers would have taken next
@@ -277,7 +276,6 @@ def measure_case(run: Run, case: Case, table: np.ndarray) -> dict[str, Any]:
         # The gather floor: the same stretch of the cycle gathered into a warm output of one
         # batch per thread (each batch to the same place, as a service's ``out=`` is), tuned
         # on the same cold stretches as the read floor.
-        count = min(offsets.size, max(16 * case.batch, 1 << 14))
         gatherer = floor.GatherFloor(table, offsets, row_bytes, case.batch, case.threads)
         resident()
         g_setting, g_tried = gatherer.tune(case.threads, count, quick=quick, reps=1)
