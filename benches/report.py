@@ -187,10 +187,12 @@ def limit(record: Mapping[str, Any]) -> float | None:
     return floor_time(record, GATHER_FLOOR)
 
 
-def floor_beaten(record: Mapping[str, Any], families: Sequence[str]) -> list[str]:
-    """Gathers (candidates of ``families``) faster than the gather floor (or the read floor,
-    in a record without one): there a floor is not one."""
-    floor = limit(record) or floor_time(record, READ_FLOOR)
+def floor_beaten(
+    record: Mapping[str, Any], families: Sequence[str], name: str | None = None
+) -> list[str]:
+    """Gathers (candidates of ``families``) faster than the floor ``name``, by default the
+    gather floor (or the read floor, in a record without one): there a floor is not one."""
+    floor = floor_time(record, name) if name else limit(record) or floor_time(record, READ_FLOOR)
     if floor is None:
         return []
     return [

@@ -404,11 +404,7 @@ def rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]], list[str]
             gather_cell += f" [{len(notes)}]"
         call = floor_time(r, floor.CALL)
         call_cell = fmt_seconds(call) if call else "-"
-        call_beaten = [
-            n
-            for n, c in cands.items()
-            if call and c["family"] in [SUBJECT, *peers] and c["median_s"] < call
-        ]
+        call_beaten = floor_beaten(r, [SUBJECT, *peers], floor.CALL)
         if call_beaten:
             notes.append(f"call floor of {r['name']} BROKEN: beaten by {', '.join(call_beaten)}")
             call_cell += f" [{len(notes)}]"
