@@ -4,8 +4,9 @@
 //! other threads were doing at the fork (see [`Workers`]).
 
 use std::any::Any;
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::ThreadPool;
 
@@ -23,21 +24,15 @@ pub const MAX_THREADS: usize = 1024;
 /// Requested thread count; 0 means "not set": use every CPU.
 static REQUESTED: AtomicUsize = AtomicUsize::new(0);
 
-/// The worker pool and the process it was built in, and the split last
-/// posted for helpers that linger (see [`LINGER_US`]).
+/// The worker pool and the process it was built in.
 pub(crate) struct WorkerSlot {
     /// Built on first parallel use, rebuilt when the size changes or in a
     /// child process after `fork` (which copies the pool but not its
     /// threads).
     pool: Option<(u32, Arc<ThreadPool>)>,
-    /// The latest split's shared state, for lingering helpers to join.
-    posted: Option<Arc<Shared>>,
 }
 
-static WORKERS: Mutex<WorkerSlot> = Mutex::new(WorkerSlot {
-    pool: None,
-    posted: None,
-});
+static WORKERS: Mutex<WorkerSlot> = Mutex::new(WorkerSlot { pool: None });
 
 /// How long a helper stays awake after its last task, looking for the next
 /// split to join before it goes back to sleep in the pool, by default
@@ -146,7 +141,7 @@ fn next_wake_estimate(old: u64, ns: u64) -> u64 {
 
 /// How many helpers linger now: a split would find them awake.
 pub(crate) fn helpers_awake() -> usize {
-    LINGERING.load(Ordering::SeqCst)
+    BOARD.lingering.load(Ordering::SeqCst)
 }
 
 /// When the last call that wanted a split but found every helper asleep
@@ -185,7 +180,7 @@ pub(crate) fn wake_for_the_next_calls(threads: usize, work_ns: u64) {
     let called = std::time::Instant::now();
     pool.spawn(move || {
         record_wake(called);
-        linger(POSTED.load(Ordering::SeqCst));
+        linger(BOARD.post.load(Ordering::SeqCst));
     });
 }
 
@@ -194,13 +189,6 @@ pub(crate) fn wake_for_the_next_calls(threads: usize, work_ns: u64) {
 /// joined the next split at once and contended for its locks: 4,096 rows of
 /// 256 bytes took 2.5x the time. One is all a two-core machine has.
 const MAX_LINGERING: usize = 3;
-
-/// Helpers lingering now (see [`LINGER_US`]).
-static LINGERING: AtomicUsize = AtomicUsize::new(0);
-
-/// Bumped each time a split is posted: lingering helpers watch it without
-/// taking the lock.
-static POSTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Sets the number of worker threads, `1 <= n <= MAX_THREADS`.
 pub fn set_num_threads(n: i64) -> Result<()> {
@@ -290,10 +278,12 @@ impl HeldAcrossFork for Workers {
         &INSTALLED
     }
 
-    /// The parent's lingering helpers are not in the child.
-    fn in_child(slot: &mut WorkerSlot) {
-        slot.posted = None;
-        LINGERING.store(0, Ordering::SeqCst);
+    /// The parent's lingering helpers are not in the child, nor the
+    /// callers of the splits posted: no helper of the child may join them
+    /// (their slots stay taken, the callers' frames are gone).
+    fn in_child(_slot: &mut WorkerSlot) {
+        BOARD.post.store(0, Ordering::SeqCst);
+        BOARD.lingering.store(0, Ordering::SeqCst);
     }
 }
 
@@ -376,73 +366,68 @@ impl<T> Disjoint<T> {
 /// finish it. So a split costs the caller a wake-up call, not a wake-up: on a
 /// VM, where waking a sleeping vCPU takes tens of microseconds, that is what
 /// lets calls of a few tens of microseconds use a second core.
+///
+/// With helpers awake (lingering after an earlier split) the split costs a
+/// few cache lines crossing between cores: the caller takes a [`Slot`],
+/// writes the task into it and posts it on the [`Board`], which the helpers
+/// watch; each joins with one atomic update of the slot's state. No lock,
+/// no allocation, no pool lookup (see [`Slot`] and docs/performance.md).
 pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sync)) {
     let threads = threads.min(MAX_THREADS);
     let helpers = threads.min(n).saturating_sub(1);
-    let Some(pool) = (helpers > 0).then(|| worker_pool(threads - 1)).flatten() else {
+    let Some(slot) = (helpers > 0).then(Slot::take).flatten() else {
         (0..n).for_each(task);
         return;
     };
     // SAFETY: only the lifetime is erased. `Team::drop` below (which also
-    // runs if `task` panics on this thread) withdraws the pointer and waits
-    // until no helper is inside `task` before this frame, and `task` with
-    // it, can end; a helper that comes later finds no pointer.
+    // runs if `task` panics on this thread) closes the slot and waits until
+    // no helper is inside `task` before this frame, and `task` with it, can
+    // end; a helper that comes later cannot join a closed slot.
     let erased: &'static (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(task) };
-    let team = Team(Arc::new(Shared {
-        next: AtomicUsize::new(0),
-        n,
-        state: Mutex::new(State {
-            task: Some(TaskRef(erased)),
-            inside: 0,
-            panic: None,
-        }),
-        left: Condvar::new(),
-        busy: AtomicUsize::new(0),
-        seats: AtomicUsize::new(helpers),
-    }));
+    // SAFETY: the slot is this caller's (`take`) and closed, every helper of
+    // its last split has left (its last owner waited for that in `finish`).
+    let post = unsafe { slot.open(n, TaskRef(erased), helpers) };
+    let mut team = Team(Some(slot));
     // Helpers still awake from an earlier split take seats in this one; the
     // pool wakes the rest. The post comes before the count (both SeqCst),
     // so a helper counted here sees the post when it stops lingering, at
     // the latest (see `linger`).
-    let awake = {
-        let mut slot = fork::lock::<Workers>();
-        slot.posted = Some(Arc::clone(&team.0));
-        POSTED.fetch_add(1, Ordering::SeqCst);
-        LINGERING.load(Ordering::SeqCst).min(helpers)
-    };
+    BOARD.post.store(post, Ordering::SeqCst);
+    let awake = BOARD.lingering.load(Ordering::SeqCst).min(helpers);
     // Seats only for the helpers counted awake (more may have sat down
     // already, from a count this split did not see).
-    let _ = team
-        .0
-        .seats
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-            Some(s.saturating_sub(helpers - awake))
-        });
+    slot.keep_seats(helpers - awake);
     let spawn = |count: usize| {
+        if count == 0 {
+            return;
+        }
+        let Some(pool) = worker_pool(threads - 1) else {
+            return;
+        };
         let called = std::time::Instant::now();
         for _ in 0..count {
-            let shared = Arc::clone(&team.0);
             pool.spawn(move || {
                 record_wake(called);
-                let seen = POSTED.load(Ordering::SeqCst);
+                let seen = BOARD.post.load(Ordering::SeqCst);
                 // A helper that came too late for this split lingers all
                 // the same: its wake-up is paid for, and the next call may
                 // find it awake.
-                shared.help();
-                drop(shared);
+                if let Some(slot) = Slot::join(post, Seat::Woken) {
+                    slot.help();
+                }
                 linger(seen);
             });
         }
     };
     spawn(helpers - awake);
     // The caller's first task, then a look at the seats.
-    let _ = team.0.claim_one(task);
+    let _ = slot.claim_one(task);
     // Helpers counted awake that have not sat down by now went to another
     // caller's split: the pool wakes as many in their place.
-    if team.0.next.load(Ordering::Relaxed) < n {
-        spawn(team.0.seats.swap(0, Ordering::AcqRel));
+    if slot.next.load(Ordering::Relaxed) < n {
+        spawn(slot.take_seats());
     }
-    team.0.claim(task);
+    slot.claim(task);
     if let Some(payload) = team.finish() {
         // The worker's own panic, message and all, continues on the caller.
         std::panic::resume_unwind(payload);
@@ -453,41 +438,168 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
 #[derive(Clone, Copy)]
 struct TaskRef(&'static (dyn Fn(usize) + Sync));
 
-struct State {
-    /// The caller's task while helpers may still start on it.
-    task: Option<TaskRef>,
-    /// Helpers running the task now.
-    inside: usize,
-    /// The payload of the first helper's task that panicked.
-    panic: Option<Box<dyn Any + Send>>,
+/// Where lingering helpers look for work: the latest split posted, and how
+/// many of them look. One cache line, which the helpers read while they
+/// wait and a split writes once.
+#[repr(align(128))]
+struct Board {
+    /// The latest split: its slot's number plus one in the low 32 bits, the
+    /// slot's generation for it in the high ones; 0: none.
+    post: AtomicU64,
+    /// Helpers lingering now (see [`LINGER_US`]).
+    lingering: AtomicUsize,
 }
 
-struct Shared {
+static BOARD: Board = Board {
+    post: AtomicU64::new(0),
+    lingering: AtomicUsize::new(0),
+};
+
+/// How a helper comes to a split: woken by the pool for it, or lingering
+/// after an earlier one (which takes one of the seats the caller counted).
+#[derive(Clone, Copy, PartialEq)]
+enum Seat {
+    Woken,
+    Lingering,
+}
+
+/// Splits that can be posted at once; a caller that finds all taken (more
+/// than this many threads splitting at the same moment, every core busy
+/// already) runs its tasks alone.
+const SLOTS: usize = 32;
+
+static SLOT: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+
+// The slot's state word: helpers inside, seats left for lingering helpers
+// (11 bits each: at most MAX_THREADS - 1 helpers), whether helpers may
+// still join, whether the caller sleeps waiting for them, whether the last
+// helper out is waking it, and the generation (the high 32 bits).
+const INSIDE_ONE: u64 = 1;
+const INSIDE: u64 = 0x7ff;
+const SEAT_ONE: u64 = 1 << 11;
+const SEATS: u64 = 0x7ff << 11;
+const OPEN: u64 = 1 << 22;
+const SLEEPING: u64 = 1 << 23;
+const WAKING: u64 = 1 << 24;
+const GEN_SHIFT: u32 = 32;
+
+/// One split's meeting place, static so that a helper holding a stale post
+/// reads a live slot (whose generation has moved on) rather than freed
+/// memory: joining is then one atomic update that checks the generation.
+///
+/// A slot's life: a caller takes it (`owned`), writes the split into it and
+/// opens it (`open`: a new generation), posts it; helpers join (`join`:
+/// inside + 1, a seat fewer if lingering) and leave (inside - 1); the
+/// caller closes it and waits for inside to reach 0 (`Team::finish`), then
+/// gives it back. `n`, `task` and `caller` are written only by the owner
+/// while no helper can read them: before opening, or (`caller`) before
+/// `SLEEPING` is set.
+#[repr(align(128))]
+struct Slot {
+    owned: AtomicBool,
+    state: AtomicU64,
     /// The next unclaimed task number.
     next: AtomicUsize,
-    n: usize,
-    state: Mutex<State>,
-    /// Signalled when the last helper inside leaves.
-    left: Condvar,
-    /// `state.inside`, readable without the lock: the caller watches it
-    /// (see [`SPIN_BEFORE_SLEEP`]) before it sleeps on `left`.
-    busy: AtomicUsize,
-    /// Lingering helpers that may still join (see `for_each_task`): those
-    /// counted awake when the split was posted.
-    seats: AtomicUsize,
+    n: UnsafeCell<usize>,
+    task: UnsafeCell<Option<TaskRef>>,
+    /// The caller while it sleeps waiting for the helpers inside.
+    caller: UnsafeCell<Option<std::thread::Thread>>,
+    /// The payload of the first helper's task that panicked.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Nothing panics while holding this lock; poisoning cannot leave
-        // the state half-updated.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+// SAFETY: the `UnsafeCell`s are written only by the slot's owner while no
+// other thread can read them, and read by helpers only after an atomic
+// update of `state` that acquires the owner's writes (see `Slot`); the task
+// is `Sync`, and the caller's `Thread` handle is `Send` and `Sync`.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            owned: AtomicBool::new(false),
+            state: AtomicU64::new(0),
+            next: AtomicUsize::new(0),
+            n: UnsafeCell::new(0),
+            task: UnsafeCell::new(None),
+            caller: UnsafeCell::new(None),
+            panic: Mutex::new(None),
+        }
+    }
+
+    /// A free slot, now the caller's; `None` if every one is taken.
+    fn take() -> Option<&'static Slot> {
+        SLOT.iter().find(|s| {
+            s.owned
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Writes the split of `n` tasks of `task` for up to `helpers` helpers
+    /// (every seat given, see `keep_seats`) and opens it; its post.
+    ///
+    /// # Safety
+    /// The slot is the caller's, closed, and no helper is inside it.
+    unsafe fn open(&self, n: usize, task: TaskRef, helpers: usize) -> u64 {
+        // SAFETY: forwarded from the caller: no other thread reads these
+        // until the store below publishes them.
+        unsafe {
+            *self.n.get() = n;
+            *self.task.get() = Some(task);
+        }
+        self.next.store(0, Ordering::Relaxed);
+        let gen = (self.state.load(Ordering::Relaxed) >> GEN_SHIFT).wrapping_add(1) & 0xffff_ffff;
+        let seats = (helpers as u64).min(INSIDE) * SEAT_ONE;
+        self.state
+            .store((gen << GEN_SHIFT) | OPEN | seats, Ordering::Release);
+        let number = SLOT.iter().position(|s| std::ptr::eq(s, self)).unwrap_or(0);
+        (gen << GEN_SHIFT) | (number as u64 + 1)
+    }
+
+    /// Leaves seats for all but `woken` of the helpers: those the pool
+    /// wakes come without one.
+    fn keep_seats(&self, woken: usize) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let seats = ((s & SEATS) / SEAT_ONE).saturating_sub(woken as u64);
+                Some((s & !SEATS) | (seats * SEAT_ONE))
+            });
+    }
+
+    /// Takes the seats no lingering helper sat in; how many.
+    fn take_seats(&self) -> usize {
+        let s = self.state.fetch_and(!SEATS, Ordering::AcqRel);
+        ((s & SEATS) / SEAT_ONE) as usize
+    }
+
+    /// The slot of `post`, joined (one more helper inside) if it is still
+    /// open in that generation and, for a lingering helper, has a seat.
+    fn join(post: u64, seat: Seat) -> Option<&'static Slot> {
+        let number = usize::try_from(post & 0xffff_ffff).ok()?.checked_sub(1)?;
+        let slot = SLOT.get(number)?;
+        let gen = post >> GEN_SHIFT;
+        slot.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let live = s >> GEN_SHIFT == gen && s & OPEN != 0 && s & INSIDE < INSIDE;
+                match seat {
+                    _ if !live => None,
+                    Seat::Woken => Some(s + INSIDE_ONE),
+                    Seat::Lingering if s & SEATS == 0 => None,
+                    Seat::Lingering => Some(s + INSIDE_ONE - SEAT_ONE),
+                }
+            })
+            .ok()
+            .map(|_| slot)
     }
 
     /// Runs the next unclaimed task; whether there was one.
     fn claim_one(&self, task: &(dyn Fn(usize) + Sync)) -> bool {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        let claimed = i < self.n;
+        // SAFETY: `n` is written only while no helper is inside and the
+        // caller is not claiming (see `Slot`).
+        let claimed = i < unsafe { *self.n.get() };
         if claimed {
             task(i);
         }
@@ -499,107 +611,159 @@ impl Shared {
         while self.claim_one(task) {}
     }
 
-    /// A worker's part: enter if the caller's task is still there; whether
-    /// it was.
-    fn help(&self) -> bool {
-        let task = {
-            let mut state = self.lock();
-            let Some(task) = state.task else {
-                return false;
-            };
-            state.inside += 1;
-            self.busy.store(state.inside, Ordering::Relaxed);
-            task
-        };
-        // A panic must reach the caller, not abort the process (rayon's
-        // default for a panicking spawned job).
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.claim(task.0)));
-        let mut state = self.lock();
-        if let Err(payload) = ok {
-            state.panic.get_or_insert(payload);
+    /// A joined helper's part: claims tasks until none is left, then leaves.
+    fn help(&self) {
+        // SAFETY: joined, so the owner's writes are acquired and it neither
+        // writes the task nor returns before this helper leaves.
+        let task = unsafe { *self.task.get() };
+        if let Some(task) = task {
+            // A panic must reach the caller, not abort the process (rayon's
+            // default for a panicking spawned job).
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.claim(task.0)));
+            if let Err(payload) = ok {
+                let mut first = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert(payload);
+            }
         }
-        state.inside -= 1;
-        self.busy.store(state.inside, Ordering::Release);
-        if state.inside == 0 {
-            self.left.notify_all();
+        self.leave();
+    }
+
+    /// One helper fewer inside; the last one out wakes the caller if it
+    /// sleeps. Nothing of the split may be touched after this.
+    fn leave(&self) {
+        let before = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                let s = s - INSIDE_ONE;
+                Some(if s & INSIDE == 0 && s & SLEEPING != 0 {
+                    s | WAKING
+                } else {
+                    s
+                })
+            })
+            .unwrap_or_else(|s| s);
+        let after = before - INSIDE_ONE;
+        if after & INSIDE == 0 && after & SLEEPING != 0 {
+            // SAFETY: the caller wrote its handle before it set SLEEPING
+            // (acquired by the update above) and waits for WAKING to clear
+            // before it touches the handle again or gives the slot back.
+            let caller = unsafe { (*self.caller.get()).clone() };
+            self.state.fetch_and(!WAKING, Ordering::Release);
+            if let Some(caller) = caller {
+                caller.unpark();
+            }
         }
-        true
+    }
+
+    /// Whether every helper has left, the last one done waking the caller.
+    fn empty(&self) -> bool {
+        self.state.load(Ordering::Acquire) & (INSIDE | WAKING) == 0
     }
 }
 
-/// A helper's wait after its split, `seen` the count of posts it knew of:
-/// for up to [`linger_us`] it looks for a newer post and joins it, then
-/// waits again; otherwise it returns to the pool, which puts it to sleep.
-fn linger(mut seen: usize) {
+/// A helper's wait after its split, `seen` the post it knew of last: for up
+/// to [`linger_us`] it looks for a newer post and joins it, then waits
+/// again; otherwise it returns to the pool, which puts it to sleep.
+///
+/// For the first [`SPIN_BEFORE_YIELD`] it looks without giving up its core
+/// (a `pause` between looks), so that calls made back to back (a service's
+/// batches) find it looking; then it yields between looks, so that other
+/// runnable threads are not starved.
+fn linger(mut seen: u64) {
     loop {
         let time = std::time::Duration::from_micros(linger_us());
         if time.is_zero() {
             return;
         }
-        if LINGERING.fetch_add(1, Ordering::SeqCst) < MAX_LINGERING {
+        if BOARD.lingering.fetch_add(1, Ordering::SeqCst) < MAX_LINGERING {
             let start = std::time::Instant::now();
-            while POSTED.load(Ordering::SeqCst) == seen && start.elapsed() < time {
-                std::thread::yield_now();
+            while BOARD.post.load(Ordering::SeqCst) == seen {
+                let waited = start.elapsed();
+                if waited >= time {
+                    break;
+                }
+                if waited < SPIN_BEFORE_YIELD {
+                    for _ in 0..16 {
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    std::thread::yield_now();
+                }
             }
         }
-        LINGERING.fetch_sub(1, Ordering::SeqCst);
+        BOARD.lingering.fetch_sub(1, Ordering::SeqCst);
         // A caller that counted this helper posted before counting, so the
         // post shows here even if the wait above timed out just then (or
         // was skipped, enough others lingering).
-        let now = POSTED.load(Ordering::SeqCst);
+        let now = BOARD.post.load(Ordering::SeqCst);
         if now == seen {
             return;
         }
         seen = now;
-        let posted = fork::lock::<Workers>().posted.clone();
-        if let Some(shared) = posted {
-            let seated = shared
-                .seats
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
-            if seated.is_ok() {
-                shared.help();
-            }
+        if let Some(slot) = Slot::join(now, Seat::Lingering) {
+            slot.help();
         }
     }
 }
 
+/// How long a lingering helper, or a caller waiting for its helpers,
+/// looks without yielding its core (see [`linger`]).
+const SPIN_BEFORE_YIELD: std::time::Duration = std::time::Duration::from_micros(20);
+
 /// How long the caller waits awake for helpers still inside a task before
 /// it sleeps. A helper that woke late is usually in its last task when the
 /// caller runs out of them; had the caller slept, the helper's wake-up call
-/// would have cost it a wake-up, tens of microseconds on a VM. The wait
-/// yields the core between looks (`sched_yield`), so that a dask thread on
-/// the other core is not starved.
+/// would have cost it a wake-up, tens of microseconds on a VM. After
+/// [`SPIN_BEFORE_YIELD`] the wait yields the core between looks
+/// (`sched_yield`), so that a dask thread on the other core is not starved.
 const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(100);
 
-/// The caller's handle on the helpers: dropping it (normally or while
-/// unwinding) withdraws the task and waits for the helpers inside it.
-struct Team(Arc<Shared>);
+/// The caller's handle on its slot: dropping it (normally or while
+/// unwinding) closes the slot and waits for the helpers inside.
+struct Team(Option<&'static Slot>);
 
 impl Team {
-    /// Withdraws the task, waits for the helpers inside; what the first
-    /// helper that panicked panicked with.
-    fn finish(&self) -> Option<Box<dyn Any + Send>> {
-        let mut state = self.0.lock();
-        state.task = None;
-        if state.inside > 0 {
+    /// Closes the slot, waits for the helpers inside and gives the slot
+    /// back; what the first helper that panicked panicked with.
+    fn finish(&mut self) -> Option<Box<dyn Any + Send>> {
+        let slot = self.0.take()?;
+        let state = slot.state.fetch_and(!OPEN, Ordering::AcqRel);
+        if state & INSIDE != 0 {
             // A helper is finishing its last task, a few microseconds of
-            // work: wait for it awake (yielding the core). Sleeping on the
-            // condition variable costs a wake-up, tens of microseconds on a
-            // VM, which calls of that size cannot afford.
-            drop(state);
+            // work: wait for it awake. Sleeping costs a wake-up, tens of
+            // microseconds on a VM, which calls of that size cannot afford.
             let start = std::time::Instant::now();
-            while self.0.busy.load(Ordering::Acquire) > 0 && start.elapsed() < SPIN_BEFORE_SLEEP {
-                // Yielding rather than spinning in place: with more threads
-                // than cores (a dask worker's threads each making calls),
-                // the helper, or whatever else is runnable, gets this core.
-                std::thread::yield_now();
+            while !slot.empty() {
+                let waited = start.elapsed();
+                if waited >= SPIN_BEFORE_SLEEP {
+                    break;
+                }
+                if waited < SPIN_BEFORE_YIELD {
+                    std::hint::spin_loop();
+                } else {
+                    // Yielding rather than spinning in place: with more
+                    // threads than cores (a dask worker's threads each
+                    // making calls), the helper, or whatever else is
+                    // runnable, gets this core.
+                    std::thread::yield_now();
+                }
             }
-            state = self.0.lock();
+            if !slot.empty() {
+                // SAFETY: no helper reads the handle before SLEEPING is
+                // set below, nor after the wait ends (see `Slot::leave`).
+                unsafe { *slot.caller.get() = Some(std::thread::current()) };
+                slot.state.fetch_or(SLEEPING, Ordering::AcqRel);
+                while !slot.empty() {
+                    std::thread::park();
+                }
+                slot.state.fetch_and(!SLEEPING, Ordering::AcqRel);
+                // SAFETY: as above: every helper has left and none wakes.
+                unsafe { *slot.caller.get() = None };
+            }
         }
-        while state.inside > 0 {
-            state = self.0.left.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        state.panic.take()
+        let panic = slot.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
+        slot.owned.store(false, Ordering::Release);
+        panic
     }
 }
 

@@ -137,7 +137,7 @@ fn a_helper_stays_awake_after_its_split() {
         helped = true;
         let start = std::time::Instant::now();
         while !seen && start.elapsed() < std::time::Duration::from_millis(40) {
-            seen = LINGERING.load(Ordering::SeqCst) > 0;
+            seen = BOARD.lingering.load(Ordering::SeqCst) > 0;
         }
         break;
     }
@@ -189,4 +189,93 @@ fn the_wake_up_estimate_follows_fast_wake_ups_and_shrugs_off_slow_ones() {
         estimate = next_wake_estimate(estimate, 45_000);
     }
     assert!(estimate < 2 * 45_000, "{estimate}");
+}
+
+#[test]
+fn a_stale_post_joins_nothing() {
+    fn nothing(_: usize) {}
+    let erased: &'static (dyn Fn(usize) + Sync) = &nothing;
+    let slot = Slot::take().expect("a free slot");
+    // SAFETY: the slot was just taken: closed, nobody inside.
+    let first = unsafe { slot.open(4, TaskRef(erased), 1) };
+    let mut team = Team(Some(slot));
+    assert!(team.finish().is_none());
+    // Taken again (or another), opened again: the first post is stale.
+    let slot = Slot::take().expect("a free slot");
+    // SAFETY: as above.
+    let second = unsafe { slot.open(4, TaskRef(erased), 1) };
+    let mut team = Team(Some(slot));
+    assert_ne!(first, second);
+    assert!(Slot::join(first, Seat::Woken).is_none());
+    let joined = Slot::join(second, Seat::Woken).expect("an open slot");
+    assert!(!joined.empty());
+    joined.leave();
+    assert!(joined.empty());
+    assert!(team.finish().is_none());
+    // Once closed, not even the latest post joins.
+    assert!(Slot::join(second, Seat::Woken).is_none());
+    // Posts naming no slot.
+    assert!(Slot::join(0, Seat::Woken).is_none());
+    assert!(Slot::join((1 << GEN_SHIFT) | (SLOTS as u64 + 1), Seat::Woken).is_none());
+}
+
+#[test]
+fn lingering_helpers_take_seats_and_woken_ones_need_none() {
+    fn nothing(_: usize) {}
+    let erased: &'static (dyn Fn(usize) + Sync) = &nothing;
+    let slot = Slot::take().expect("a free slot");
+    // SAFETY: the slot was just taken: closed, nobody inside.
+    let post = unsafe { slot.open(8, TaskRef(erased), 3) };
+    let mut team = Team(Some(slot));
+    // Two of the three helpers woken by the pool: one seat left.
+    slot.keep_seats(2);
+    let lingering = Slot::join(post, Seat::Lingering).expect("a seat");
+    assert!(Slot::join(post, Seat::Lingering).is_none(), "no seat left");
+    let woken = Slot::join(post, Seat::Woken).expect("no seat needed");
+    assert_eq!(slot.take_seats(), 0);
+    lingering.leave();
+    woken.leave();
+    assert!(team.finish().is_none());
+}
+
+#[test]
+fn the_caller_waits_for_a_slow_helper() {
+    // The helper's task outlasts the caller's wait awake: the caller sleeps
+    // and the helper, leaving last, wakes it; its writes are seen.
+    let _linger = LongLinger::new();
+    let caller = std::thread::current().id();
+    for _ in 0..20 {
+        let done: Vec<AtomicBool> = (0..2).map(|_| AtomicBool::new(false)).collect();
+        let helper_ran = AtomicBool::new(false);
+        for_each_task(2, 2, &|i| {
+            if std::thread::current().id() != caller {
+                helper_ran.store(true, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            } else {
+                // Long enough for the helper to take the other task.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            done[i].store(true, Ordering::Relaxed);
+        });
+        assert!(done.iter().all(|d| d.load(Ordering::Relaxed)));
+        if helper_ran.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+    panic!("no helper took a task in 20 splits");
+}
+
+#[test]
+fn with_every_slot_taken_a_split_still_runs_every_task() {
+    // The caller runs its tasks alone (unless another test's split gives
+    // a slot back meanwhile: then it splits, which must be as good).
+    let taken: Vec<&'static Slot> = std::iter::from_fn(Slot::take).collect();
+    let counts: Vec<AtomicUsize> = (0..16).map(|_| AtomicUsize::new(0)).collect();
+    for_each_task(2, 16, &|i| {
+        counts[i].fetch_add(1, Ordering::Relaxed);
+    });
+    for slot in taken {
+        slot.owned.store(false, Ordering::Release);
+    }
+    assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1));
 }
