@@ -144,6 +144,22 @@ pub(crate) struct Tuning {
     /// saved (Intel Xeon model 207 VM, the service harness). Not measured
     /// on AMD's: never there (`usize::MAX`).
     pub(crate) lines_stored_min_out_bytes: usize,
+    /// A row-path call (`rows`) reading at least this many lines of rows
+    /// splits its copy over the helpers awake, each thread requesting and
+    /// copying its own rows, rather than leaving them all to the caller:
+    /// the row path requests every line of its rows before copying any,
+    /// and one core keeps only a few dozen misses in flight, so two cores'
+    /// requests halve the wait once the rows are many lines (Intel Xeon
+    /// model 207 VM, two threads, 512 MiB tables: 64 ids of 512-byte rows,
+    /// 512 lines, 5.2 -> 3.9-4.4 us; 256 of 128 bytes 7.5 -> 5.8-6.1 us; 512
+    /// of 32 bytes 8.9-9.2 -> 7.0-7.6 us; at 256 lines 32 ids of 512 bytes
+    /// took 1.15x the time, 256 of 32 bytes the same; docs/performance.md).
+    /// Calls the general path would split stay in the row path too, which
+    /// splits them for less (512 ids of 128 bytes 11.1-11.9 -> 9.7-9.8 us).
+    /// On Intel cores; not on others, where it was not measured (the row
+    /// path never splits there, and leaves calls worth splitting to the
+    /// general path, as before).
+    pub(crate) row_split_min_lines: usize,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
     /// service-sized batch of its rows is mostly misses and is worth
@@ -178,6 +194,10 @@ impl Tuning {
             far_rows_by_sixteen: maker == Maker::Other,
             lines_stored_min_out_bytes: match maker {
                 Maker::Intel => l2,
+                Maker::Other => usize::MAX,
+            },
+            row_split_min_lines: match maker {
+                Maker::Intel => 512,
                 Maker::Other => usize::MAX,
             },
             far_min_data_bytes: last.saturating_mul(2),
@@ -385,6 +405,8 @@ mod tests {
         assert!(t.far_rows_by_sixteen);
         // Its rows are stored where they fall, as before (not measured).
         assert_eq!(t.lines_stored_min_out_bytes, usize::MAX);
+        // Its row path never splits, as before (not measured).
+        assert_eq!(t.row_split_min_lines, usize::MAX);
     }
 
     #[test]
@@ -402,6 +424,8 @@ mod tests {
         // Their rows go out with their stores on lines from an output the
         // size of a core's L2.
         assert_eq!(t.lines_stored_min_out_bytes, TUNED_ON.l2);
+        // Their row path splits its copy from 512 lines of rows.
+        assert_eq!(t.row_split_min_lines, 512);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other);
         let by_maker = |t: Tuning| Tuning {
@@ -411,6 +435,7 @@ mod tests {
             carries_lines: false,
             far_rows_by_sixteen: false,
             lines_stored_min_out_bytes: 0,
+            row_split_min_lines: 0,
             ..t
         };
         assert_eq!(by_maker(t), by_maker(other));
@@ -442,6 +467,7 @@ mod tests {
             assert!((64..=256).contains(&t.stream_min_slice_bytes), "{t:?}");
             assert!((64..=512).contains(&t.whole_line_min_bytes), "{t:?}");
             assert!(t.lines_stored_min_out_bytes >= 256 << 10, "{t:?}");
+            assert!(t.row_split_min_lines >= 256, "{t:?}");
         }
         let intel = Tuning::for_machine(
             Caches {

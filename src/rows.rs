@@ -24,6 +24,7 @@ use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW};
 use crate::hints;
 use crate::offsets;
 use crate::plan::prefetches;
+use crate::threads::{for_each_task, Disjoint};
 
 /// At most this many ids take the row path; longer lists are planned (they
 /// also split over threads, which this path never does). Their offsets
@@ -103,7 +104,24 @@ pub fn take_tuples_in<I: RowId>(
     clip: bool,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    let rows = Rows::new(table, ids, clip)?;
+    take_tuples_split_in(table, ids, out, cast, clip, 1, run)
+}
+
+/// [`take_tuples_in`], the copy split over up to `threads` threads: each
+/// requests its part's rows and copies them (the ids are all checked
+/// first, on the calling thread, as before).
+#[inline(always)]
+pub fn take_tuples_split_in<I: RowId>(
+    table: RowTable<'_>,
+    ids: &[I],
+    out: &mut [u8],
+    cast: Option<Cast>,
+    clip: bool,
+    threads: usize,
+    run: impl FnOnce(&mut (dyn FnMut() + Send)),
+) -> Result<(), Declined> {
+    let mut rows = Rows::new(table, ids, clip)?;
+    rows.threads = threads.clamp(1, rows.count);
     let RowTable {
         bytes: table,
         row_bytes,
@@ -174,6 +192,8 @@ struct Rows<'a, I> {
     count: usize,
     /// Whether an index outside its axis is clamped into it.
     clip: bool,
+    /// The threads the copy is split over.
+    threads: usize,
 }
 
 impl<'a, I: RowId> Rows<'a, I> {
@@ -208,6 +228,7 @@ impl<'a, I: RowId> Rows<'a, I> {
             block_rows,
             count,
             clip,
+            threads: 1,
         })
     }
 
@@ -223,8 +244,9 @@ impl<'a, I: RowId> Rows<'a, I> {
         table: &[u8],
         row_bytes: usize,
         offsets: &mut Offsets,
+        request: bool,
     ) -> Result<(), Declined> {
-        match (prefetches(table.len()), self.clip) {
+        match (request && prefetches(table.len()), self.clip) {
             (true, false) => self.offsets_requested::<true, false>(table, row_bytes, offsets),
             (false, false) => self.offsets_requested::<false, false>(table, row_bytes, offsets),
             (true, true) => self.offsets_requested::<true, true>(table, row_bytes, offsets),
@@ -384,9 +406,36 @@ fn take_rows_by<I: RowId>(
         return Err(Declined);
     }
     let mut offsets = Offsets::new();
-    rows.offsets(table, row_bytes, &mut offsets)?;
+    let split = rows.threads > 1;
+    rows.offsets(table, row_bytes, &mut offsets, !split)?;
     let offsets = offsets.as_slice();
-    run(&mut || copy_all(table, offsets, out));
+    if !split {
+        run(&mut || copy_all(table, offsets, out));
+        return Ok(());
+    }
+    // Each thread requests the lines of its own rows, into its own L2, and
+    // copies them.
+    let (threads, request) = (rows.threads, prefetches(table.len()));
+    let per_task = offsets.len().div_ceil(threads);
+    run(&mut || {
+        let base = Disjoint::new(out.as_mut_ptr());
+        for_each_task(threads, offsets.len().div_ceil(per_task), &|t| {
+            let part = t * per_task..((t + 1) * per_task).min(offsets.len());
+            let offsets = &offsets[part.clone()];
+            if request {
+                for &from in offsets {
+                    hints::span(table[from..from + row_bytes].as_ptr(), row_bytes, true);
+                }
+            }
+            // SAFETY: task t owns output rows `part` (for_each_task runs
+            // each t once, and the parts are disjoint), which lie inside
+            // `out`: it holds `rows.count` rows of `out_row` bytes.
+            let chunk = unsafe {
+                std::slice::from_raw_parts_mut(base.at(part.start * out_row), part.len() * out_row)
+            };
+            copy_all(table, offsets, chunk);
+        });
+    });
     Ok(())
 }
 

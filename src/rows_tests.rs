@@ -351,3 +351,56 @@ fn wide_rows_of_a_table_past_the_prefetch_bound_copy_exactly() {
         assert_eq!(out, naive(&t, row_bytes, &ids), "{row_bytes}-byte rows");
     }
 }
+
+#[test]
+fn a_split_copy_takes_the_same_rows_as_one_thread() {
+    // The copy split over 2, 3 and 5 threads (each thread requesting and
+    // copying its own rows), from a table past the prefetch bound and from
+    // a small one, widths compiled for and not, converted or not.
+    let big_rows = crate::machine::tuning().prefetch_min_data_bytes / 128 + 1024;
+    let cast = Cast::new(crate::Scalar::I8, false, crate::Scalar::I32, false).unwrap();
+    for (rows, row_bytes) in [(big_rows, 128), (37, 4), (37, 32), (37, 140), (300, 512)] {
+        let t = table(rows, row_bytes);
+        let dims = [rows];
+        let table = RowTable {
+            bytes: &t,
+            batches: 1,
+            dims: &dims,
+            row_bytes,
+        };
+        let count = (MAX_ROW_BYTES / row_bytes).min(MAX_ROW_IDS);
+        let ids: Vec<i64> = (0..count as i64)
+            .map(|k| (k * 7919 + 13) % rows as i64 - (k % 3) * (rows as i64 / 2))
+            .collect();
+        let want = naive(&t, row_bytes, &ids);
+        for threads in [2, 3, 5, usize::MAX] {
+            let mut out = vec![0xAA; want.len()];
+            let got = take_tuples_split_in(table, &ids, &mut out, None, false, threads, |c| c());
+            assert_eq!(got, Ok(()));
+            assert_eq!(out, want, "{row_bytes}-byte rows, {threads} threads");
+            // Converted: each int8 widened to int32.
+            let mut wide = vec![0u8; want.len() * 4];
+            let got =
+                take_tuples_split_in(table, &ids, &mut wide, Some(cast), false, threads, |c| c());
+            assert_eq!(got, Ok(()));
+            let widened: Vec<u8> = want
+                .iter()
+                .flat_map(|&b| i32::from(b as i8).to_ne_bytes())
+                .collect();
+            assert_eq!(wide, widened);
+            // A bad id anywhere: declined, `out` untouched.
+            let mut bad = ids.clone();
+            bad[count - 1] = rows as i64;
+            let mut out = vec![0xAA; want.len()];
+            let got = take_tuples_split_in(table, &bad, &mut out, None, false, threads, |c| c());
+            assert_eq!(got, Err(Declined));
+            assert!(out.iter().all(|&b| b == 0xAA));
+            // Clipped, the bad id takes the last row.
+            let mut clipped = want.clone();
+            clipped[(count - 1) * row_bytes..].copy_from_slice(&t[(rows - 1) * row_bytes..]);
+            let got = take_tuples_split_in(table, &bad, &mut out, None, true, threads, |c| c());
+            assert_eq!(got, Ok(()));
+            assert_eq!(out, clipped);
+        }
+    }
+}

@@ -45,10 +45,21 @@ fn wake_min_cost_for(ns: u64) -> usize {
 /// A call that would split were a helper awake but runs alone may wake one
 /// for the calls after it (see `threads::wake_for_the_next_calls`).
 pub(crate) fn threads_now(threads: usize, cost: usize) -> usize {
-    if threads <= 1 || cost < PARALLEL_MIN_COST {
+    threads_now_from(threads, cost, PARALLEL_MIN_COST)
+}
+
+/// [`threads_now`] with `min_cost` in place of [`PARALLEL_MIN_COST`].
+fn threads_now_from(threads: usize, cost: usize, min_cost: usize) -> usize {
+    if threads <= 1 || cost < min_cost {
         return 1; // without reading the atomics: most calls are small
     }
-    let now = threads_without_waking(threads, cost);
+    let now = threads_for(
+        threads,
+        cost,
+        min_cost,
+        wake_min_cost(),
+        crate::threads::helpers_awake(),
+    );
     if now <= 1 {
         let work_ns = (cost as u64).saturating_mul(1000) / COST_PER_US;
         crate::threads::wake_for_the_next_calls(threads, work_ns);
@@ -62,21 +73,42 @@ pub(crate) fn threads_without_waking(threads: usize, cost: usize) -> usize {
     threads_for(
         threads,
         cost,
+        PARALLEL_MIN_COST,
         wake_min_cost(),
         crate::threads::helpers_awake(),
     )
 }
 
-/// The rule of [`threads_now`], given the least work worth waking helpers
-/// for and the helpers awake.
-fn threads_for(threads: usize, cost: usize, wake_min: usize, awake: usize) -> usize {
-    if threads <= 1 || cost < PARALLEL_MIN_COST {
+/// The rule of [`threads_now`], given the least work worth splitting, the
+/// least worth waking helpers for and the helpers awake.
+fn threads_for(
+    threads: usize,
+    cost: usize,
+    min_cost: usize,
+    wake_min: usize,
+    awake: usize,
+) -> usize {
+    if threads <= 1 || cost < min_cost {
         1
     } else if cost >= wake_min {
         threads
     } else {
         threads.min(awake.saturating_add(1))
     }
+}
+
+/// How many of up to `threads` threads a row-path call (`rows`) reading
+/// `lines` lines of rows, its work `cost`, uses now, or `None` if the
+/// general path should take it: from `machine::Tuning::row_split_min_lines`
+/// the row path splits its copy as [`threads_now`] would split any work
+/// (the helpers awake, or all where worth waking them), else it runs on the
+/// calling thread and leaves work worth splitting to the general path.
+#[cfg_attr(not(feature = "python"), allow(dead_code))] // the bindings' row path
+pub(crate) fn row_path_threads(threads: usize, lines: usize, cost: usize) -> Option<usize> {
+    if lines < crate::machine::tuning().row_split_min_lines {
+        return (threads_now(threads, cost) <= 1).then_some(1);
+    }
+    Some(threads_now_from(threads, cost, 0))
 }
 
 /// The threads and the rows a task of a split made now ([`threads_now`],
@@ -231,6 +263,22 @@ mod tests {
     }
 
     #[test]
+    fn the_row_path_splits_only_many_lines_and_leaves_the_rest_as_before() {
+        let min = crate::machine::tuning().row_split_min_lines;
+        // Few lines: the calling thread, or the general path for work it
+        // would split.
+        assert_eq!(row_path_threads(2, 10, 1000), Some(1));
+        assert_eq!(row_path_threads(1, 10, 1 << 40), Some(1));
+        assert_eq!(row_path_threads(2, 10, 1 << 40), None);
+        // Many: the row path splits it itself, work worth waking for
+        // included.
+        if min < usize::MAX {
+            assert_eq!(row_path_threads(2, min, 1 << 40), Some(2));
+            assert_eq!(row_path_threads(1, min, 1 << 40), Some(1));
+        }
+    }
+
+    #[test]
     fn two_phase_splits_make_one_task_a_thread() {
         // Work worth waking every helper for, whatever the wake-up measured.
         let huge = 1 << 40;
@@ -255,15 +303,27 @@ mod tests {
         let (small, mid, large) = (PARALLEL_MIN_COST - 1, 300_000, 1 << 20);
         let wake_min = wake_min_cost_for(45_000);
         for awake in [0, 1, 3] {
-            assert_eq!(threads_for(2, small, wake_min, awake), 1);
-            assert_eq!(threads_for(1, large, wake_min, awake), 1);
-            assert_eq!(threads_for(16, large, wake_min, awake), 16);
+            assert_eq!(threads_for(2, small, PARALLEL_MIN_COST, wake_min, awake), 1);
+            assert_eq!(threads_for(1, large, PARALLEL_MIN_COST, wake_min, awake), 1);
+            assert_eq!(
+                threads_for(16, large, PARALLEL_MIN_COST, wake_min, awake),
+                16
+            );
             // Helpers awake join at once; a sleeping one would start after
             // most of this work is done.
-            assert_eq!(threads_for(2, mid, wake_min, awake), 2.min(awake + 1));
-            assert_eq!(threads_for(16, mid, wake_min, awake), awake + 1);
+            assert_eq!(
+                threads_for(2, mid, PARALLEL_MIN_COST, wake_min, awake),
+                2.min(awake + 1)
+            );
+            assert_eq!(
+                threads_for(16, mid, PARALLEL_MIN_COST, wake_min, awake),
+                awake + 1
+            );
             // Before any wake-up was measured, as if waking were free.
-            assert_eq!(threads_for(16, mid, 0, awake), 16);
+            assert_eq!(threads_for(16, mid, PARALLEL_MIN_COST, 0, awake), 16);
+            // The row path's split: small work too, with helpers awake.
+            assert_eq!(threads_for(2, 1000, 0, wake_min, awake), 2.min(awake + 1));
+            assert_eq!(threads_for(1, 1000, 0, wake_min, awake), 1);
         }
     }
 }

@@ -12,8 +12,9 @@ use super::arrays::{check_out, data_ptr, first_bytes_mut, new_output, overlaps};
 use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
-use crate::rows::{take_tuples_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
-use crate::split::{threads_now, RANDOM_ROW_COST};
+use crate::machine::LINE;
+use crate::rows::{take_tuples_split_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
+use crate::split::{row_path_threads, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
 
 /// The result of `op` on `data` and `indices` (with `mode="raise"`, or
@@ -108,11 +109,15 @@ pub(crate) fn try_take_rows<'py>(
         || count > MAX_ROW_IDS
         || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
         || !table.is_c_contiguous()
-        // Last: a call that does not split may wake a helper for the next.
-        || threads_now(num_threads(), count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST))) > 1
     {
         return Ok(None);
     }
+    // Last: a call that does not split may wake a helper for the next.
+    let lines = count.saturating_mul(row_bytes.div_ceil(LINE));
+    let cost = count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST));
+    let Some(threads) = row_path_threads(num_threads(), lines, cost) else {
+        return Ok(None);
+    };
     let mut axes = [0usize; MAX_RANK];
     axes[..lead.len()].copy_from_slice(lead);
     axes[lead.len()..rank].copy_from_slice(row_shape);
@@ -146,9 +151,9 @@ pub(crate) fn try_take_rows<'py>(
     // here.
     let buf = unsafe { first_bytes_mut(&result, bytes) };
     let taken = if id_size == 8 {
-        take::<i64>(py, rows, ids_span, buf, cast, clip)
+        take::<i64>(py, rows, ids_span, buf, cast, clip, threads)
     } else {
-        take::<i32>(py, rows, ids_span, buf, cast, clip)
+        take::<i32>(py, rows, ids_span, buf, cast, clip, threads)
     };
     Ok(taken.then(|| result.into_any()))
 }
@@ -185,6 +190,7 @@ fn take<I: RowId>(
     out: &mut [u8],
     cast: Option<Cast>,
     clip: bool,
+    threads: usize,
 ) -> bool {
     // SAFETY: `ptr` and `len` are the data pointer and byte length of the
     // ids, which `plain_ids` checked to be an aligned, C-contiguous array
@@ -193,7 +199,7 @@ fn take<I: RowId>(
     // before `run`), and `out` shares no byte with them.
     let ids = unsafe { std::slice::from_raw_parts(ptr.cast::<I>(), len / size_of::<I>()) };
     let bytes = out.len();
-    take_tuples_in(table, ids, out, cast, clip, |copy| {
+    take_tuples_split_in(table, ids, out, cast, clip, threads, |copy| {
         run_detached(py, bytes, copy)
     })
     .is_ok()

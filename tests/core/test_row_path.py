@@ -348,3 +348,29 @@ def test_an_empty_table_and_empty_rows() -> None:
     )
     with pytest.raises(ndgather.GatherIndexError):
         ndgather.gather(np.empty((5, 0), np.float32), np.array([5], dtype=np.int64))
+
+
+@pytest.mark.parametrize("row", [(8,), (32,), (128,)])
+def test_back_to_back_calls_on_two_threads_equal_take(row: tuple[int, ...]) -> None:
+    # Calls close together keep a helper awake, and from
+    # `_core._tuning()["row_split_min_lines"]` lines of rows the row path splits its copy with
+    # it (on Intel cores): every call must still give NumPy's rows, and a bad id anywhere must
+    # raise with `out` untouched.
+    data = table((1 << 16, *row))
+    before = ndgather.get_num_threads()
+    ndgather.set_num_threads(2)
+    try:
+        for count in (64, 256, 512, 64, 512):
+            for _ in range(20):
+                ids = RNG.integers(-len(data), len(data), count)
+                same_bytes(ndgather.gather(data, ids), np.take(data, ids, axis=0))
+                out = np.empty((count, *row), data.dtype)
+                ndgather.gather(data, ids.astype(np.int32), out=out, mode="clip")
+                same_bytes(out, np.take(data, ids, axis=0))
+            ids[count // 2] = len(data)
+            out.fill(7)
+            with pytest.raises(IndexError):
+                ndgather.gather(data, ids, out=out)
+            assert (out == 7).all()
+    finally:
+        ndgather.set_num_threads(before)
