@@ -54,6 +54,7 @@ import shutil
 import statistics
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -443,14 +444,14 @@ class GatherFloor:
         tries: int = 3,
         quick: bool = False,
         reps: int | None = None,
-        also: GatherSetting | None = None,
+        also: Sequence[GatherSetting] = (),
     ) -> tuple[GatherSetting, dict[str, float]]:
         """The fastest setting for gathering ``count`` blocks ``reps`` times, as
         :meth:`ReadFloor.tune` finds its own (:func:`descend`), with plain or streaming
         stores, the threads' split, the moves for rows off a line (``narrow``) and the
         output's place (``placed``) as four more knobs; from a second start, streaming stores,
         where the output is one a gather streams (:data:`STREAMED_OUTPUT_BYTES`); and from
-        ``also`` if given (another floor's tuning of the same blocks)."""
+        each setting of ``also`` (other floors' tunings of the same blocks)."""
         axes: dict[str, tuple[dict[str, Any], ...]] = {
             "threads": tuple({"threads": t} for t in sorted({1, min(threads, self.threads)})),
             # Per call, the threads share each segment (the library splits it so whatever
@@ -497,8 +498,14 @@ class GatherFloor:
                 # And, for blocks off a line, ndgather's own way with such an output: 16-byte
                 # streaming stores, each block requested into L2 before the copy.
                 starts.append(replace(streamed, narrow=True, early=True))
-        if also is not None:
-            starts.append(replace(also, shared=also.shared or self.per_call))
+        for other in also:
+            starts.append(
+                replace(
+                    other,
+                    shared=other.shared or self.per_call,
+                    threads=min(other.threads, threads, self.threads),
+                )
+            )
         # Untimed first, with the start setting: the first few hundred thousand random blocks
         # of a large table just made ran 2-5x slower than the rest (same rows: 55 ns a row
         # falling to 11 over about 300,000).
