@@ -5,7 +5,9 @@
 //! the other, cost more than both. Here the ids are resolved into a small
 //! array on the stack while every row is requested into L2, then the rows
 //! are copied: all their misses are in flight at once (tuning log:
-//! `rows`).
+//! `rows`). With a helper awake and many lines of rows, each thread
+//! requests and copies its own part instead, doubling the misses in flight
+//! (`take_tuples_split_in`).
 //!
 //! Only the plain case is taken: the table's rows contiguous, the ids
 //! `i32` or `i64` counting from the end when negative (what
@@ -26,9 +28,10 @@ use crate::offsets;
 use crate::plan::prefetches;
 use crate::threads::{for_each_task, Disjoint};
 
-/// At most this many ids take the row path; longer lists are planned (they
-/// also split over threads, which this path never does). Their offsets
-/// live on the stack (at most 4 KiB).
+/// At most this many ids take the row path; longer lists are planned (the
+/// planner's split balances many tasks over many threads; this path's, on
+/// Intel cores only, halves one copy: `machine::Tuning::row_split_min_lines`).
+/// Their offsets live on the stack (at most 4 KiB).
 pub const MAX_ROW_IDS: usize = 512;
 
 /// At most this many bytes of rows are read by the row path: every line
