@@ -4,8 +4,7 @@
 //! other threads were doing at the fork (see [`Workers`]).
 
 use std::any::Any;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::ThreadPool;
@@ -384,9 +383,12 @@ pub(crate) fn for_each_task(threads: usize, n: usize, task: &(dyn Fn(usize) + Sy
     // no helper is inside `task` before this frame, and `task` with it, can
     // end; a helper that comes later cannot join a closed slot.
     let erased: &'static (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(task) };
+    // Declared before `team`, so dropped after it.
+    let task_ref = TaskRef(erased);
     // SAFETY: the slot is this caller's (`take`) and closed, every helper of
-    // its last split has left (its last owner waited for that in `finish`).
-    let post = unsafe { slot.open(n, TaskRef(erased), helpers) };
+    // its last split has left (its last owner waited for that in `finish`);
+    // `task_ref` outlives `team`, whose drop waits for the helpers.
+    let post = unsafe { slot.open(n, &task_ref, helpers) };
     let mut team = Team(Some(slot));
     // Helpers still awake from an earlier split take seats in this one; the
     // pool wakes the rest. The post comes before the count (both SeqCst),
@@ -491,28 +493,24 @@ const GEN_SHIFT: u32 = 32;
 /// opens it (`open`: a new generation), posts it; helpers join (`join`:
 /// inside + 1, a seat fewer if lingering) and leave (inside - 1); the
 /// caller closes it and waits for inside to reach 0 (`Team::finish`), then
-/// gives it back. `n`, `task` and `caller` are written only by the owner
-/// while no helper can read them: before opening, or (`caller`) before
-/// `SLEEPING` is set.
+/// gives it back. `n` and `task` are written by the owner before opening,
+/// and read by helpers after joining, which acquires them.
 #[repr(align(128))]
 struct Slot {
     owned: AtomicBool,
     state: AtomicU64,
     /// The next unclaimed task number.
     next: AtomicUsize,
-    n: UnsafeCell<usize>,
-    task: UnsafeCell<Option<TaskRef>>,
-    /// The caller while it sleeps waiting for the helpers inside.
-    caller: UnsafeCell<Option<std::thread::Thread>>,
+    /// The split's number of tasks.
+    n: AtomicUsize,
+    /// The caller's task, in the caller's frame (see `open`).
+    task: AtomicPtr<TaskRef>,
+    /// The caller while it sleeps waiting for the helpers inside (a lock
+    /// taken only then).
+    caller: Mutex<Option<std::thread::Thread>>,
     /// The payload of the first helper's task that panicked.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
-
-// SAFETY: the `UnsafeCell`s are written only by the slot's owner while no
-// other thread can read them, and read by helpers only after an atomic
-// update of `state` that acquires the owner's writes (see `Slot`); the task
-// is `Sync`, and the caller's `Thread` handle is `Send` and `Sync`.
-unsafe impl Sync for Slot {}
 
 impl Slot {
     const fn new() -> Slot {
@@ -520,9 +518,9 @@ impl Slot {
             owned: AtomicBool::new(false),
             state: AtomicU64::new(0),
             next: AtomicUsize::new(0),
-            n: UnsafeCell::new(0),
-            task: UnsafeCell::new(None),
-            caller: UnsafeCell::new(None),
+            n: AtomicUsize::new(0),
+            task: AtomicPtr::new(std::ptr::null_mut()),
+            caller: Mutex::new(None),
             panic: Mutex::new(None),
         }
     }
@@ -540,14 +538,16 @@ impl Slot {
     /// (every seat given, see `keep_seats`) and opens it; its post.
     ///
     /// # Safety
-    /// The slot is the caller's, closed, and no helper is inside it.
-    unsafe fn open(&self, n: usize, task: TaskRef, helpers: usize) -> u64 {
-        // SAFETY: forwarded from the caller: no other thread reads these
-        // until the store below publishes them.
-        unsafe {
-            *self.n.get() = n;
-            *self.task.get() = Some(task);
-        }
+    /// The slot is the caller's, closed, and no helper is inside it; `task`
+    /// stays where it is until the caller has closed the slot and every
+    /// helper has left it (`Team::finish`): helpers read it through its
+    /// address.
+    unsafe fn open(&self, n: usize, task: &TaskRef, helpers: usize) -> u64 {
+        // Published by the store of `state` below (Release), which a
+        // helper's join acquires.
+        self.n.store(n, Ordering::Relaxed);
+        self.task
+            .store(std::ptr::from_ref(task).cast_mut(), Ordering::Relaxed);
         self.next.store(0, Ordering::Relaxed);
         let gen = (self.state.load(Ordering::Relaxed) >> GEN_SHIFT).wrapping_add(1) & 0xffff_ffff;
         let seats = (helpers as u64).min(INSIDE) * SEAT_ONE;
@@ -597,9 +597,7 @@ impl Slot {
     /// Runs the next unclaimed task; whether there was one.
     fn claim_one(&self, task: &(dyn Fn(usize) + Sync)) -> bool {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `n` is written only while no helper is inside and the
-        // caller is not claiming (see `Slot`).
-        let claimed = i < unsafe { *self.n.get() };
+        let claimed = i < self.n.load(Ordering::Relaxed);
         if claimed {
             task(i);
         }
@@ -613,10 +611,11 @@ impl Slot {
 
     /// A joined helper's part: claims tasks until none is left, then leaves.
     fn help(&self) {
-        // SAFETY: joined, so the owner's writes are acquired and it neither
-        // writes the task nor returns before this helper leaves.
-        let task = unsafe { *self.task.get() };
-        if let Some(task) = task {
+        let task = self.task.load(Ordering::Relaxed);
+        // SAFETY: joined, so the owner's store of the address is acquired,
+        // and the task it points to stays in place until this helper has
+        // left (`open`'s contract).
+        if let Some(&task) = unsafe { task.as_ref() } {
             // A panic must reach the caller, not abort the process (rayon's
             // default for a panicking spawned job).
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.claim(task.0)));
@@ -644,10 +643,13 @@ impl Slot {
             .unwrap_or_else(|s| s);
         let after = before - INSIDE_ONE;
         if after & INSIDE == 0 && after & SLEEPING != 0 {
-            // SAFETY: the caller wrote its handle before it set SLEEPING
-            // (acquired by the update above) and waits for WAKING to clear
-            // before it touches the handle again or gives the slot back.
-            let caller = unsafe { (*self.caller.get()).clone() };
+            // The caller stored its handle before it set SLEEPING, and
+            // waits for WAKING to clear before it gives the slot back.
+            let caller = self
+                .caller
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
             self.state.fetch_and(!WAKING, Ordering::Release);
             if let Some(caller) = caller {
                 caller.unpark();
@@ -749,16 +751,14 @@ impl Team {
                 }
             }
             if !slot.empty() {
-                // SAFETY: no helper reads the handle before SLEEPING is
-                // set below, nor after the wait ends (see `Slot::leave`).
-                unsafe { *slot.caller.get() = Some(std::thread::current()) };
+                *slot.caller.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(std::thread::current());
                 slot.state.fetch_or(SLEEPING, Ordering::AcqRel);
                 while !slot.empty() {
                     std::thread::park();
                 }
                 slot.state.fetch_and(!SLEEPING, Ordering::AcqRel);
-                // SAFETY: as above: every helper has left and none wakes.
-                unsafe { *slot.caller.get() = None };
+                *slot.caller.lock().unwrap_or_else(|e| e.into_inner()) = None;
             }
         }
         let panic = slot.panic.lock().unwrap_or_else(|e| e.into_inner()).take();

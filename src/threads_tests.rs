@@ -196,14 +196,16 @@ fn a_stale_post_joins_nothing() {
     fn nothing(_: usize) {}
     let erased: &'static (dyn Fn(usize) + Sync) = &nothing;
     let slot = Slot::take().expect("a free slot");
-    // SAFETY: the slot was just taken: closed, nobody inside.
-    let first = unsafe { slot.open(4, TaskRef(erased), 1) };
+    let task = TaskRef(erased);
+    // SAFETY: the slot was just taken: closed, nobody inside; `task` lives
+    // to the end of the test.
+    let first = unsafe { slot.open(4, &task, 1) };
     let mut team = Team(Some(slot));
     assert!(team.finish().is_none());
     // Taken again (or another), opened again: the first post is stale.
     let slot = Slot::take().expect("a free slot");
     // SAFETY: as above.
-    let second = unsafe { slot.open(4, TaskRef(erased), 1) };
+    let second = unsafe { slot.open(4, &task, 1) };
     let mut team = Team(Some(slot));
     assert_ne!(first, second);
     assert!(Slot::join(first, Seat::Woken).is_none());
@@ -224,8 +226,10 @@ fn lingering_helpers_take_seats_and_woken_ones_need_none() {
     fn nothing(_: usize) {}
     let erased: &'static (dyn Fn(usize) + Sync) = &nothing;
     let slot = Slot::take().expect("a free slot");
-    // SAFETY: the slot was just taken: closed, nobody inside.
-    let post = unsafe { slot.open(8, TaskRef(erased), 3) };
+    let task = TaskRef(erased);
+    // SAFETY: the slot was just taken: closed, nobody inside; `task` lives
+    // to the end of the test.
+    let post = unsafe { slot.open(8, &task, 3) };
     let mut team = Team(Some(slot));
     // Two of the three helpers woken by the pool: one seat left.
     slot.keep_seats(2);
