@@ -216,13 +216,28 @@ FIRST_KIND = "AMD EPYC Zen 4"
 
 
 def machine_kind() -> str:
-    """This machine's kind as the docs name its records: ``AMD EPYC Zen 4`` (AMD family 25),
-    ``Intel Xeon model 207``, or the vendor, family and model as ``/proc/cpuinfo`` says."""
-    vendor = _proc_field("/proc/cpuinfo", "vendor_id") or platform.machine()
-    family = _proc_field("/proc/cpuinfo", "cpu family") or "?"
-    model = _proc_field("/proc/cpuinfo", "model") or "?"
+    """This machine's kind as the docs name its records (:func:`kind_of` of ``/proc/cpuinfo``)."""
+    return kind_of(
+        _proc_field("/proc/cpuinfo", "vendor_id") or platform.machine(),
+        _proc_field("/proc/cpuinfo", "cpu family") or "?",
+        _proc_field("/proc/cpuinfo", "model") or "?",
+        "avx512f" in (_proc_field("/proc/cpuinfo", "flags") or "").split(),
+    )
+
+
+#: AMD family 25's Zen 4 models (Genoa 0x10-0x1f, Raphael and Phoenix 0x60-0x7f, Bergamo and
+#: Siena 0xa0-0xaf); its other models are Zen 3 (Milan 0x01, Vermeer, Rembrandt, Cezanne).
+_ZEN4_MODELS = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))
+
+
+def kind_of(vendor: str, family: str, model: str, avx512: bool = False) -> str:
+    """``AMD EPYC Zen 4`` or ``AMD EPYC Zen 3`` (AMD family 25 by model, or Zen 4 wherever it
+    has AVX-512, which only Zen 4 has: the two differ in what the tuning model reads, 1 MiB or
+    512 KiB of L2 a core, AVX-512 or not), ``Intel Xeon model 207``, or the vendor, family and
+    model as ``/proc/cpuinfo`` says."""
     if vendor == "AuthenticAMD" and family == "25":
-        return FIRST_KIND
+        zen4 = avx512 or (model.isdigit() and any(int(model) in r for r in _ZEN4_MODELS))
+        return FIRST_KIND if zen4 else "AMD EPYC Zen 3"
     if vendor == "GenuineIntel":
         return f"Intel Xeon model {model}"
     return f"{vendor} family {family} model {model}"
