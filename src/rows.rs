@@ -26,7 +26,7 @@ use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW};
 use crate::hints;
 use crate::offsets;
 use crate::plan::prefetches;
-use crate::threads::{for_each_task, Disjoint};
+use crate::split::split_rows_as;
 
 /// At most this many ids take the row path; longer lists are planned (the
 /// planner's split balances many tasks over many threads; this path's, on
@@ -420,24 +420,19 @@ fn take_rows_by<I: RowId>(
     // copies them.
     let (threads, request) = (rows.threads, prefetches(table.len()));
     let per_task = offsets.len().div_ceil(threads);
-    run(&mut || {
-        let base = Disjoint::new(out.as_mut_ptr());
-        for_each_task(threads, offsets.len().div_ceil(per_task), &|t| {
-            let part = t * per_task..((t + 1) * per_task).min(offsets.len());
-            let offsets = &offsets[part.clone()];
-            if request {
-                for &from in offsets {
-                    hints::span(table[from..from + row_bytes].as_ptr(), row_bytes, true);
-                }
+    let fill = |start: usize, chunk: &mut [u8]| {
+        let offsets = &offsets[start..start + chunk.len() / out_row];
+        if request {
+            for &from in offsets {
+                hints::span(table[from..from + row_bytes].as_ptr(), row_bytes, true);
             }
-            // SAFETY: task t owns output rows `part` (for_each_task runs
-            // each t once, and the parts are disjoint), which lie inside
-            // `out`: it holds `rows.count` rows of `out_row` bytes.
-            let chunk = unsafe {
-                std::slice::from_raw_parts_mut(base.at(part.start * out_row), part.len() * out_row)
-            };
-            copy_all(table, offsets, chunk);
-        });
+        }
+        copy_all(table, offsets, chunk);
+        Ok(())
+    };
+    run(&mut || {
+        // The fill never fails.
+        let _ = split_rows_as((threads, per_task), offsets.len(), out_row, out, &fill);
     });
     Ok(())
 }

@@ -192,10 +192,23 @@ pub(crate) fn split_rows<E: Send>(
     out: &mut [E],
     fill: &RowTask<'_, E>,
 ) -> std::result::Result<(), BadRow> {
-    let Some((threads, rows_per_task)) = task_rows_now(threads, n_rows, cost) else {
-        return fill(0, out);
-    };
-    let tasks = n_rows.div_ceil(rows_per_task);
+    match task_rows_now(threads, n_rows, cost) {
+        None => fill(0, out),
+        Some(split) => split_rows_as(split, n_rows, per_row, out, fill),
+    }
+}
+
+/// [`split_rows`] split as given, `(threads, rows_per_task)`: `fill` over
+/// tasks of `rows_per_task` rows of `out` on up to `threads` threads,
+/// whatever the work costs (the row path, which decides its own split).
+pub(crate) fn split_rows_as<E: Send>(
+    (threads, rows_per_task): (usize, usize),
+    n_rows: usize,
+    per_row: usize,
+    out: &mut [E],
+    fill: &RowTask<'_, E>,
+) -> std::result::Result<(), BadRow> {
+    let tasks = n_rows.div_ceil(rows_per_task.max(1));
     let failed = AtomicBool::new(false);
     let base = Disjoint::new(out.as_mut_ptr());
     debug_assert_eq!(out.len(), n_rows * per_row);
