@@ -126,11 +126,14 @@ pub(crate) struct Tuning {
     /// 16-byte moves, none of which straddles two lines
     /// (`copy::move_far_run`), rather than by `memcpy`, whose wider moves
     /// there each straddle two: AMD kind, 4,096 random 512-byte rows of a
-    /// 512 MiB table, one thread, 206-215 -> 188-203 us. Not on Intel
+    /// 512 MiB table, one thread, 206-215 -> 188-203 us. Only on AMD cores
+    /// with AVX-512 (Zen 4, the one kind measured to gain). Not on Intel
     /// cores, where four times the moves cost more than the straddling:
     /// there `memcpy` took 0.75-0.83x the time of 16-byte moves for 512
-    /// such rows and 0.87-0.90x for 4,096 (Intel Xeon model 207 VM,
-    /// docs/performance.md).
+    /// such rows and 0.87-0.90x for 4,096 (Intel Xeon model 207 VM); nor
+    /// on AMD cores without AVX-512, where `memcpy` moves at most 32 bytes
+    /// at once: there 512 and 4,096 such rows took 0.77-0.92x the time by
+    /// `memcpy` (AMD EPYC Zen 3 VM; docs/performance.md).
     pub(crate) far_rows_by_sixteen: bool,
     /// Outputs from this size on (not streamed) have rows of four lines
     /// and more copied with their stores on lines (`copy::copy_to_lines`):
@@ -178,7 +181,8 @@ impl Tuning {
     /// bounded so that a machine reporting odd sizes still gets workable
     /// ones (L2 taken in 256 KiB to 64 MiB, the last level in 2 MiB to
     /// 4 GiB and at least the L2).
-    pub(crate) fn for_machine(c: Caches, maker: Maker) -> Tuning {
+    /// `wide` says whether the CPU has AVX-512 ([`wide_vectors`]).
+    pub(crate) fn for_machine(c: Caches, maker: Maker, wide: bool) -> Tuning {
         let l2 = c.l2.clamp(256 << 10, 64 << 20);
         let last = c.last.clamp(2 << 20, 4 << 30).max(l2);
         Tuning {
@@ -191,7 +195,7 @@ impl Tuning {
             results_lie_as_data: maker == Maker::Other,
             loads_by_line: maker == Maker::Other,
             carries_lines: maker == Maker::Intel,
-            far_rows_by_sixteen: maker == Maker::Other,
+            far_rows_by_sixteen: maker == Maker::Other && wide,
             lines_stored_min_out_bytes: match maker {
                 Maker::Intel => l2,
                 Maker::Other => usize::MAX,
@@ -236,7 +240,7 @@ fn detected() -> &'static Model {
         Model {
             caches,
             from,
-            tuning: Tuning::for_machine(caches, maker()),
+            tuning: Tuning::for_machine(caches, maker(), wide_vectors()),
         }
     })
 }
@@ -283,7 +287,7 @@ pub fn set_caches(l2: Option<usize>, last: Option<usize>) -> crate::Result<()> {
         Model {
             caches,
             from: Source::Environment,
-            tuning: Tuning::for_machine(caches, maker()),
+            tuning: Tuning::for_machine(caches, maker(), wide_vectors()),
         }
     };
     SET.set(model).map_err(|_| {
@@ -382,13 +386,13 @@ fn parse_size(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::{
-        caches, counted_last, maker, model, parse_size, set_caches, tuning, Caches, Maker, Source,
-        Tuning, TUNED_ON,
+        caches, counted_last, maker, model, parse_size, set_caches, tuning, wide_vectors, Caches,
+        Maker, Source, Tuning, TUNED_ON,
     };
 
     #[test]
     fn the_amd_kind_gets_the_constants_measured_on_it() {
-        let t = Tuning::for_machine(TUNED_ON, Maker::Other);
+        let t = Tuning::for_machine(TUNED_ON, Maker::Other, true);
         assert_eq!(t.stream_min_out_bytes, 16 << 20);
         assert_eq!(t.far_min_data_bytes, 64 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 4 << 20);
@@ -411,7 +415,7 @@ mod tests {
 
     #[test]
     fn intel_cores_store_whole_lines_from_one() {
-        let t = Tuning::for_machine(TUNED_ON, Maker::Intel);
+        let t = Tuning::for_machine(TUNED_ON, Maker::Intel, true);
         assert_eq!(t.whole_line_min_bytes, 64);
         // Their results stay on a line: placed as `data` they took 1.1-1.55x
         // the time there (docs/performance.md).
@@ -427,7 +431,7 @@ mod tests {
         // Their row path splits its copy from 512 lines of rows.
         assert_eq!(t.row_split_min_lines, 512);
         // Nothing else depends on the maker.
-        let other = Tuning::for_machine(TUNED_ON, Maker::Other);
+        let other = Tuning::for_machine(TUNED_ON, Maker::Other, true);
         let by_maker = |t: Tuning| Tuning {
             whole_line_min_bytes: 0,
             results_lie_as_data: false,
@@ -442,6 +446,29 @@ mod tests {
     }
 
     #[test]
+    fn the_zen_3_kind_copies_far_rows_by_memcpy() {
+        // The AMD EPYC Zen 3 VM: 512 KiB L2 a core, 32 MiB L3, no AVX-512.
+        let zen3 = Caches {
+            l2: 512 << 10,
+            last: 32 << 20,
+        };
+        let t = Tuning::for_machine(zen3, Maker::Other, false);
+        // Its far rows off a line go by `memcpy`: 16-byte moves took
+        // 1.09-1.3x its time there (docs/performance.md).
+        assert!(!t.far_rows_by_sixteen);
+        // The rest is the AMD kind's model, scaled by its caches.
+        assert_eq!(t.stream_min_out_bytes, 8 << 20);
+        assert_eq!(t.prefetch_min_data_bytes, 2 << 20);
+        assert_eq!(
+            Tuning {
+                far_rows_by_sixteen: true,
+                ..t
+            },
+            Tuning::for_machine(zen3, Maker::Other, true)
+        );
+    }
+
+    #[test]
     fn small_and_huge_machines_get_sane_thresholds() {
         let kinds = [
             (256 << 10, 2 << 20),  // a small core: 256 KiB L2, 2 MiB L3
@@ -450,11 +477,10 @@ mod tests {
             (0, 0),                // a machine reporting nothing usable
             (usize::MAX, usize::MAX),
         ];
-        for ((l2, last), maker) in kinds
-            .into_iter()
-            .zip([Maker::Intel, Maker::Other].repeat(3))
-        {
-            let t = Tuning::for_machine(Caches { l2, last }, maker);
+        // Each kind with each maker, with AVX-512 and without.
+        let cpus = [Maker::Intel, Maker::Other].map(|m| [(m, true), (m, false)]);
+        for ((l2, last), (maker, wide)) in kinds.into_iter().zip(cpus.as_flattened().repeat(2)) {
+            let t = Tuning::for_machine(Caches { l2, last }, maker, wide);
             assert!(
                 (1 << 20..=2 << 30).contains(&t.stream_min_out_bytes),
                 "{t:?}"
@@ -475,6 +501,7 @@ mod tests {
                 last: 260 << 20,
             },
             Maker::Intel,
+            true,
         );
         assert_eq!(intel.stream_min_out_bytes, 32 << 20);
         assert_eq!(intel.far_min_data_bytes, 520 << 20);
@@ -493,6 +520,7 @@ mod tests {
                 last: 64 * MIB,
             },
             Maker::Intel,
+            true,
         );
         assert_eq!(intel.far_min_data_bytes, 128 * MIB);
         // One CPU of it (an affinity mask) counts half that.
@@ -523,11 +551,11 @@ mod tests {
         match caches() {
             Some(c) => {
                 assert!(c.l2 > 0 && c.last >= c.l2, "{c:?}");
-                assert_eq!(t, Tuning::for_machine(c, maker()));
+                assert_eq!(t, Tuning::for_machine(c, maker(), wide_vectors()));
                 assert_eq!(model().from, Source::Sysfs);
             }
             None => {
-                assert_eq!(t, Tuning::for_machine(TUNED_ON, maker()));
+                assert_eq!(t, Tuning::for_machine(TUNED_ON, maker(), wide_vectors()));
                 assert_eq!(model().from, Source::Default);
             }
         }
