@@ -159,9 +159,11 @@ pub(crate) struct Tuning {
     /// took 1.15x the time, 256 of 32 bytes the same; docs/performance.md).
     /// Calls the general path would split stay in the row path too, which
     /// splits them for less (512 ids of 128 bytes 11.1-11.9 -> 9.7-9.8 us).
-    /// On Intel cores; not on others, where it was not measured (the row
-    /// path never splits there, and leaves calls worth splitting to the
-    /// general path, as before).
+    /// On Intel cores, and on AMD's without AVX-512 (AMD EPYC Zen 3 VM,
+    /// two threads: 64 ids of 512-byte rows 0.72-0.83x the time, 256 ids
+    /// 0.71-0.85x, 512 ids of 128 bytes 0.71-0.89x); not on AMD's with it
+    /// (Zen 4), where it was not measured (the row path never splits there,
+    /// and leaves calls worth splitting to the general path, as before).
     pub(crate) row_split_min_lines: usize,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
@@ -200,9 +202,11 @@ impl Tuning {
                 Maker::Intel => l2,
                 Maker::Other => usize::MAX,
             },
-            row_split_min_lines: match maker {
-                Maker::Intel => 512,
-                Maker::Other => usize::MAX,
+            // Not measured on AMD cores with AVX-512 (Zen 4): as before there.
+            row_split_min_lines: if maker == Maker::Intel || !wide {
+                512
+            } else {
+                usize::MAX
             },
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
@@ -456,12 +460,16 @@ mod tests {
         // Its far rows off a line go by `memcpy`: 16-byte moves took
         // 1.09-1.3x its time there (docs/performance.md).
         assert!(!t.far_rows_by_sixteen);
+        // Its row path splits its copy from 512 lines of rows, as Intel's:
+        // 64 ids of 512-byte rows on two threads took 0.72-0.83x the time.
+        assert_eq!(t.row_split_min_lines, 512);
         // The rest is the AMD kind's model, scaled by its caches.
         assert_eq!(t.stream_min_out_bytes, 8 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 2 << 20);
         assert_eq!(
             Tuning {
                 far_rows_by_sixteen: true,
+                row_split_min_lines: usize::MAX,
                 ..t
             },
             Tuning::for_machine(zen3, Maker::Other, true)

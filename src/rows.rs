@@ -29,8 +29,8 @@ use crate::plan::prefetches;
 use crate::split::split_rows_as;
 
 /// At most this many ids take the row path; longer lists are planned (the
-/// planner's split balances many tasks over many threads; this path's, on
-/// Intel cores only, halves one copy: `machine::Tuning::row_split_min_lines`).
+/// planner's split balances many tasks over many threads; this path's, where
+/// the machine's model says, halves one copy: `machine::Tuning::row_split_min_lines`).
 /// Their offsets live on the stack (at most 4 KiB).
 pub const MAX_ROW_IDS: usize = 512;
 

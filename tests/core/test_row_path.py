@@ -354,8 +354,8 @@ def test_an_empty_table_and_empty_rows() -> None:
 def test_back_to_back_calls_on_two_threads_equal_take(row: tuple[int, ...]) -> None:
     # Calls close together keep a helper awake, and from
     # `_core._tuning()["row_split_min_lines"]` lines of rows the row path splits its copy with
-    # it (on Intel cores): every call must still give NumPy's rows, and a bad id anywhere must
-    # raise with `out` untouched.
+    # it (on Intel cores and AMD's without AVX-512): every call must still give NumPy's rows,
+    # and a bad id anywhere must raise with `out` untouched.
     data = table((1 << 16, *row))
     before = ndgather.get_num_threads()
     ndgather.set_num_threads(2)
