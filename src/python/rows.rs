@@ -13,6 +13,7 @@ use super::casts::{result_dtype, Target};
 use super::detach::run_detached;
 use super::mapped::in_mapping;
 use crate::machine::LINE;
+use crate::plan::prefetches;
 use crate::rows::{take_tuples_split_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
 use crate::split::{row_path_threads, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
@@ -115,14 +116,14 @@ pub(crate) fn try_take_rows<'py>(
     // Last: a call that does not split may wake a helper for the next.
     let lines = count.saturating_mul(row_bytes.div_ceil(LINE));
     let cost = count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST));
-    let Some(threads) = row_path_threads(num_threads(), lines, cost) else {
+    let table_len = table_items * data_dtype.itemsize();
+    let Some(threads) = row_path_threads(num_threads(), lines, cost, prefetches(table_len)) else {
         return Ok(None);
     };
     let mut axes = [0usize; MAX_RANK];
     axes[..lead.len()].copy_from_slice(lead);
     axes[lead.len()..rank].copy_from_slice(row_shape);
     let shape = &axes[..rank];
-    let table_len = table_items * data_dtype.itemsize();
     // SAFETY: a C-contiguous array's `len * itemsize` bytes lie one after
     // the other from its data pointer, and the array is alive for this call.
     let table_bytes = unsafe { std::slice::from_raw_parts(data_ptr(table), table_len) };
