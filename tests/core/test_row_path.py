@@ -353,10 +353,11 @@ def test_an_empty_table_and_empty_rows() -> None:
 @pytest.mark.parametrize("row", [(8,), (32,), (128,)])
 def test_back_to_back_calls_on_two_threads_equal_take(row: tuple[int, ...]) -> None:
     # Calls close together keep a helper awake, and from
-    # `_core._tuning()["row_split_min_lines"]` lines of rows the row path splits its copy with
-    # it (on Intel cores and AMD's without AVX-512): every call must still give NumPy's rows,
-    # and a bad id anywhere must raise with `out` untouched.
-    data = table((1 << 16, *row))
+    # `_core._tuning()["row_split_min_lines"]` lines of rows of a table beyond four times the
+    # L2 (64 MiB here) the row path splits its copy with it (on Intel cores and AMD's without
+    # AVX-512): every call must still give NumPy's rows, and a bad id anywhere must raise with
+    # `out` untouched.
+    data = table(((64 << 20) // (4 * row[0]), *row))
     before = ndgather.get_num_threads()
     ndgather.set_num_threads(2)
     try:
