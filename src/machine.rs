@@ -165,6 +165,16 @@ pub(crate) struct Tuning {
     /// (Zen 4), where it was not measured (the row path never splits there,
     /// and leaves calls worth splitting to the general path, as before).
     pub(crate) row_split_min_lines: usize,
+    /// Whether the row path copies 512-byte rows by inline 32-byte moves
+    /// (`copy::copy_medium_rows`, as it copies 128- and 256-byte rows)
+    /// rather than by `memcpy`. On AMD cores without AVX-512, where
+    /// `memcpy`'s moves are 32 bytes too and its call and dispatch are what
+    /// the inline moves save: 64 and 256 random 512-byte rows of a 512 MiB
+    /// table, one thread, took 0.91-0.94x the time (AMD EPYC Zen 3 VM, both
+    /// builds in one process; docs/performance.md). Not where `memcpy`
+    /// moves 64 bytes at once (AVX-512: Zen 4, where it copied such rows
+    /// faster, and the Intel kind): as before there.
+    pub(crate) half_kib_rows_by_moves: bool,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
     /// service-sized batch of its rows is mostly misses and is worth
@@ -208,6 +218,7 @@ impl Tuning {
             } else {
                 usize::MAX
             },
+            half_kib_rows_by_moves: !wide,
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -415,6 +426,8 @@ mod tests {
         assert_eq!(t.lines_stored_min_out_bytes, usize::MAX);
         // Its row path never splits, as before (not measured).
         assert_eq!(t.row_split_min_lines, usize::MAX);
+        // Its row path copies 512-byte rows by `memcpy`, as measured there.
+        assert!(!t.half_kib_rows_by_moves);
     }
 
     #[test]
@@ -434,6 +447,8 @@ mod tests {
         assert_eq!(t.lines_stored_min_out_bytes, TUNED_ON.l2);
         // Their row path splits its copy from 512 lines of rows.
         assert_eq!(t.row_split_min_lines, 512);
+        // Their row path copies 512-byte rows by `memcpy`'s 64-byte moves.
+        assert!(!t.half_kib_rows_by_moves);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other, true);
         let by_maker = |t: Tuning| Tuning {
@@ -463,6 +478,9 @@ mod tests {
         // Its row path splits its copy from 512 lines of rows, as Intel's:
         // 64 ids of 512-byte rows on two threads took 0.72-0.83x the time.
         assert_eq!(t.row_split_min_lines, 512);
+        // Its row path copies 512-byte rows by 32-byte moves, not `memcpy`:
+        // 0.91-0.94x the time there.
+        assert!(t.half_kib_rows_by_moves);
         // The rest is the AMD kind's model, scaled by its caches.
         assert_eq!(t.stream_min_out_bytes, 8 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 2 << 20);
@@ -470,6 +488,7 @@ mod tests {
             Tuning {
                 far_rows_by_sixteen: true,
                 row_split_min_lines: usize::MAX,
+                half_kib_rows_by_moves: false,
                 ..t
             },
             Tuning::for_machine(zen3, Maker::Other, true)

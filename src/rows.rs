@@ -24,6 +24,7 @@ use std::mem::MaybeUninit;
 use crate::convert::Cast;
 use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW};
 use crate::hints;
+use crate::machine::tuning;
 use crate::offsets;
 use crate::plan::prefetches;
 use crate::split::split_rows_as;
@@ -137,8 +138,11 @@ pub fn take_tuples_split_in<I: RowId>(
         // moves (`copy_medium_rows`), each width in a closure of its own:
         // one closure shared by the widths made one copy loop for all of
         // them, which called `memcpy` a row (tuning log: `rows`, copies by
-        // width). 512-byte rows keep `memcpy`, which copied them faster
-        // from a large table. Other widths up to 64 bytes (a GatherND
+        // width). 512-byte rows keep `memcpy` where it moves 64 bytes at
+        // once (AVX-512), which copied them faster from a large table, and
+        // go by 32-byte moves elsewhere
+        // (`machine::Tuning::half_kib_rows_by_moves`). Other widths up to
+        // 64 bytes (a GatherND
         // slice of 3 or 15 elements) are two overlapping moves, and up to
         // `MEDIUM_ROW` (35 elements: 140 bytes) 32-byte moves, both cheaper
         // than `memcpy`'s call and dispatch.
@@ -151,6 +155,9 @@ pub fn take_tuples_split_in<I: RowId>(
         macro_rules! fixed {
             ($($w:literal)* ; $($m:literal)* ; $($c:literal)*) => {
                 match row_bytes {
+                    512 if tuning().half_kib_rows_by_moves => take_rows_by(table, &rows, 512, 512, out, |table, offsets, out| {
+                        copy_medium_rows(table, offsets, 512, out)
+                    }, run),
                     $($w => take_rows_with(table, &rows, $w, $w, out, |src: &[u8], dst: &mut [u8]| {
                         dst[..$w].copy_from_slice(&src[..$w])
                     }, run),)*

@@ -336,7 +336,8 @@ fn clipping_clamps_each_index_into_its_own_axis() {
 
 #[test]
 fn wide_rows_of_a_table_past_the_prefetch_bound_copy_exactly() {
-    // Rows of 512 bytes and more (copied by `memcpy`) from a table the row
+    // Rows of 512 bytes and more (by `memcpy`, or 32-byte moves for 512:
+    // `machine::Tuning::half_kib_rows_by_moves`) from a table the row
     // path requests its rows from.
     for row_bytes in [512, 1000, 4096] {
         let rows = (crate::machine::tuning().prefetch_min_data_bytes / row_bytes) + 1024;
