@@ -12,12 +12,6 @@ pub(crate) use crate::machine::LINE;
 /// streamed well by the hardware prefetcher once started.
 pub(crate) const PREFETCH_MAX: usize = 1024;
 
-/// Cache lines a long call (see [`Ahead`]) keeps requested ahead of the row
-/// it copies: random rows of a large array are latency-bound, and more
-/// lines in flight hide more of the latency, up to what the core tracks.
-/// At most [`PREFETCH_MAX_ROWS`] rows ahead.
-pub(crate) const PREFETCH_LINES: usize = 256;
-
 /// Rows a long call requests ahead at most: past that, the requests for
 /// slices of one line (elements, 64-byte rows) outrun what the core tracks
 /// (2M points took 1.05-1.1x the time 256 rows ahead than 128 on the Intel
@@ -28,7 +22,8 @@ pub(crate) const PREFETCH_MAX_ROWS: usize = 128;
 /// nothing from the long distance and pays for the extra hints.
 pub(crate) const NEAR_PREFETCH_LINES: usize = 32;
 
-/// Rows from which a call is long (prefetches [`PREFETCH_LINES`] into L2).
+/// Rows from which a call is long (prefetches
+/// `machine::Tuning::far_prefetch_lines` into L2).
 pub(crate) const FAR_MIN_ROWS: usize = 16 * 1024;
 
 /// Rows from which a call of slices of a line or more from a `data` beyond
@@ -45,7 +40,7 @@ pub(crate) const FAR_MIN_ROWS_HUGE: usize = 256;
 
 /// How a copy loop prefetches, a const parameter of the loops (a test per
 /// row cost short calls): not at all, [`NEAR_PREFETCH_LINES`] to L1, or
-/// [`PREFETCH_LINES`] to L2.
+/// `machine::Tuning::far_prefetch_lines` to L2.
 pub(crate) const NONE: u8 = 0;
 /// See [`NONE`].
 pub(crate) const NEAR: u8 = 1;
@@ -57,7 +52,8 @@ pub(crate) const FAR: u8 = 2;
 pub(crate) struct Ahead {
     /// Rows ahead.
     pub(crate) rows: usize,
-    /// A long call from a `data` beyond the caches: [`PREFETCH_LINES`]
+    /// A long call from a `data` beyond the caches:
+    /// `machine::Tuning::far_prefetch_lines`
     /// lines ahead, to L2; else [`NEAR_PREFETCH_LINES`], to L1.
     pub(crate) far: bool,
     /// Whether a slice's last byte may lie on a line that its lines taken
@@ -95,7 +91,7 @@ impl Ahead {
             } else {
                 w / LINE + 2
             };
-            (PREFETCH_LINES / lines).min(PREFETCH_MAX_ROWS)
+            (tuning().far_prefetch_lines / lines).min(PREFETCH_MAX_ROWS)
         } else {
             NEAR_PREFETCH_LINES / (w / LINE + 1)
         };

@@ -175,6 +175,20 @@ pub(crate) struct Tuning {
     /// moves 64 bytes at once (AVX-512: Zen 4, where it copied such rows
     /// faster, and the Intel kind): as before there.
     pub(crate) half_kib_rows_by_moves: bool,
+    /// Lines a long copy keeps requested ahead of the row it copies, into
+    /// L2 (`hints::Ahead`, far; at most `hints::PREFETCH_MAX_ROWS` rows):
+    /// random rows of a large array are latency-bound, and more lines in
+    /// flight hide more of a miss, up to what the core tracks. 256 where
+    /// the CPU has AVX-512: on the Zen 4 kind 64 and 128 lines took
+    /// 1.15-1.27x the time of 256 (4,096 random 512-byte rows, one
+    /// thread), and the Intel kind's rows gained from 128 to 256. 64 on AMD
+    /// cores without it: there the call floor's tuning found 4 to 8 rows
+    /// of 512 bytes ahead (36-72 lines) best and 32 rows (288 lines) no
+    /// better than 7% off no prefetch at all, and 64 lines took 0.93-0.98x
+    /// the time of 256 for 512 and 4,096 such rows, one thread and two,
+    /// 0.92-1.03x for 128-byte rows and 0.95-0.99x for 64K points (AMD
+    /// EPYC Zen 3 VM, both builds in one process; docs/performance.md).
+    pub(crate) far_prefetch_lines: usize,
     /// A `data` of this size is beyond the last-level cache (twice the part
     /// of it the model counts on, [`counted_last`]), so even a
     /// service-sized batch of its rows is mostly misses and is worth
@@ -219,6 +233,11 @@ impl Tuning {
                 usize::MAX
             },
             half_kib_rows_by_moves: !wide,
+            far_prefetch_lines: if maker == Maker::Other && !wide {
+                64
+            } else {
+                256
+            },
             far_min_data_bytes: last.saturating_mul(2),
             prefetch_min_data_bytes: l2.saturating_mul(4),
         }
@@ -428,6 +447,8 @@ mod tests {
         assert_eq!(t.row_split_min_lines, usize::MAX);
         // Its row path copies 512-byte rows by `memcpy`, as measured there.
         assert!(!t.half_kib_rows_by_moves);
+        // Its long copies keep 256 lines requested ahead, as measured there.
+        assert_eq!(t.far_prefetch_lines, 256);
     }
 
     #[test]
@@ -449,6 +470,8 @@ mod tests {
         assert_eq!(t.row_split_min_lines, 512);
         // Their row path copies 512-byte rows by `memcpy`'s 64-byte moves.
         assert!(!t.half_kib_rows_by_moves);
+        // Their long copies keep 256 lines requested ahead.
+        assert_eq!(t.far_prefetch_lines, 256);
         // Nothing else depends on the maker.
         let other = Tuning::for_machine(TUNED_ON, Maker::Other, true);
         let by_maker = |t: Tuning| Tuning {
@@ -481,6 +504,9 @@ mod tests {
         // Its row path copies 512-byte rows by 32-byte moves, not `memcpy`:
         // 0.91-0.94x the time there.
         assert!(t.half_kib_rows_by_moves);
+        // Its long copies keep 64 lines requested ahead, not 256: 0.93-0.98x
+        // the time for 512-byte rows there.
+        assert_eq!(t.far_prefetch_lines, 64);
         // The rest is the AMD kind's model, scaled by its caches.
         assert_eq!(t.stream_min_out_bytes, 8 << 20);
         assert_eq!(t.prefetch_min_data_bytes, 2 << 20);
@@ -489,6 +515,7 @@ mod tests {
                 far_rows_by_sixteen: true,
                 row_split_min_lines: usize::MAX,
                 half_kib_rows_by_moves: false,
+                far_prefetch_lines: 256,
                 ..t
             },
             Tuning::for_machine(zen3, Maker::Other, true)
@@ -521,6 +548,7 @@ mod tests {
             assert!((64..=512).contains(&t.whole_line_min_bytes), "{t:?}");
             assert!(t.lines_stored_min_out_bytes >= 256 << 10, "{t:?}");
             assert!(t.row_split_min_lines >= 256, "{t:?}");
+            assert!((32..=1024).contains(&t.far_prefetch_lines), "{t:?}");
         }
         let intel = Tuning::for_machine(
             Caches {

@@ -24,7 +24,7 @@ struct FlatChunk {
 const CHUNK: usize = 64;
 
 /// Sources found and not yet copied are kept in a ring of this many:
-/// at most `ahead` (`hints::PREFETCH_LINES` lines' worth of rows, at most
+/// at most `ahead` (`machine::Tuning::far_prefetch_lines` lines' worth of rows, at most
 /// `RING - CHUNK`) plus a chunk.
 const RING: usize = 256;
 
