@@ -170,8 +170,8 @@ pub(crate) struct Tuning {
     /// rather than by `memcpy`. On AMD cores without AVX-512, where
     /// `memcpy`'s moves are 32 bytes too and its call and dispatch are what
     /// the inline moves save: 64 and 256 random 512-byte rows of a 512 MiB
-    /// table, one thread, took 0.91-0.94x the time (AMD EPYC Zen 3 VM, both
-    /// builds in one process; docs/performance.md). Not where `memcpy`
+    /// table took 0.90-0.96x the time on one thread, 0.96-0.97x on two
+    /// (AMD EPYC Zen 3 VM, both builds in one process; docs/performance.md). Not where `memcpy`
     /// moves 64 bytes at once (AVX-512: Zen 4, where it copied such rows
     /// faster, and the Intel kind): as before there.
     pub(crate) half_kib_rows_by_moves: bool,
@@ -182,9 +182,9 @@ pub(crate) struct Tuning {
     /// the CPU has AVX-512: on the Zen 4 kind 64 and 128 lines took
     /// 1.15-1.27x the time of 256 (4,096 random 512-byte rows, one
     /// thread), and the Intel kind's rows gained from 128 to 256. 64 on AMD
-    /// cores without it: there the call floor's tuning found 4 to 8 rows
-    /// of 512 bytes ahead (36-72 lines) best and 32 rows (288 lines) no
-    /// better than 7% off no prefetch at all, and 64 lines took 0.93-0.98x
+    /// cores without it: there the call floor was fastest 4 to 8 rows of
+    /// 512 bytes ahead (36-72 lines), 1.2x that 32 rows ahead for 64 ids,
+    /// and 64 lines took 0.93-0.98x
     /// the time of 256 for 512 and 4,096 such rows, one thread and two,
     /// 0.92-1.03x for 128-byte rows and 0.95-0.99x for 64K points (AMD
     /// EPYC Zen 3 VM, both builds in one process; docs/performance.md).
@@ -502,7 +502,7 @@ mod tests {
         // 64 ids of 512-byte rows on two threads took 0.72-0.83x the time.
         assert_eq!(t.row_split_min_lines, 512);
         // Its row path copies 512-byte rows by 32-byte moves, not `memcpy`:
-        // 0.91-0.94x the time there.
+        // 0.90-0.96x the time there.
         assert!(t.half_kib_rows_by_moves);
         // Its long copies keep 64 lines requested ahead, not 256: 0.93-0.98x
         // the time for 512-byte rows there.

@@ -140,9 +140,8 @@ pub fn take_tuples_split_in<I: RowId>(
         // them, which called `memcpy` a row (tuning log: `rows`, copies by
         // width). 512-byte rows keep `memcpy` where it moves 64 bytes at
         // once (AVX-512), which copied them faster from a large table, and
-        // go by 32-byte moves elsewhere
-        // (`machine::Tuning::half_kib_rows_by_moves`). Other widths up to
-        // 64 bytes (a GatherND
+        // go by 32-byte moves elsewhere (`machine::Tuning::
+        // half_kib_rows_by_moves`). Other widths up to 64 bytes (a GatherND
         // slice of 3 or 15 elements) are two overlapping moves, and up to
         // `MEDIUM_ROW` (35 elements: 140 bytes) 32-byte moves, both cheaper
         // than `memcpy`'s call and dispatch.
