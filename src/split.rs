@@ -43,7 +43,9 @@ fn wake_min_cost_for(ns: u64) -> usize {
 /// caller and the helpers awake (lingering after an earlier split) from
 /// [`PARALLEL_MIN_COST`], since waking one would cost more than it saves.
 /// A call that would split were a helper awake but runs alone may wake one
-/// for the calls after it (see `threads::wake_for_the_next_calls`).
+/// for the calls after it (see `threads::wake_for_the_next_calls`), and one
+/// such call in a few splits all the same, to measure a wake-up anew
+/// (`threads::remeasure_wake_now`).
 pub(crate) fn threads_now(threads: usize, cost: usize) -> usize {
     threads_now_from(threads, cost, PARALLEL_MIN_COST)
 }
@@ -61,6 +63,11 @@ fn threads_now_from(threads: usize, cost: usize, min_cost: usize) -> usize {
         crate::threads::helpers_awake(),
     );
     if now <= 1 {
+        // Work below PARALLEL_MIN_COST (the row path's) never pays a
+        // wake-up, whatever one takes: no need to measure it.
+        if cost >= PARALLEL_MIN_COST && crate::threads::remeasure_wake_now() {
+            return 2; // one helper: enough to measure its wake-up
+        }
         let work_ns = (cost as u64).saturating_mul(1000) / COST_PER_US;
         crate::threads::wake_for_the_next_calls(threads, work_ns);
     }

@@ -109,12 +109,15 @@ pub(crate) fn wake_ns() -> u64 {
 }
 
 /// Counts a wake-up that began at `called` and whose helper starts now.
-/// The estimate follows faster wake-ups at once (half way) and slower ones
-/// only a sixteenth of the way, each sample taken at most four times the
+/// The estimate follows faster wake-ups at once (half way: a helper found
+/// still awake in the pool's own idle loop took 1 us) and slower ones only
+/// a sixteenth of the way, each sample taken at most four times the
 /// estimate and at most [`WAKE_SAMPLE_MAX_NS`]: a helper kept off its core
-/// by other threads (another runtime's workers spinning, as OpenMP's do for
-/// 200 ms after their work; 1-20 ms were measured next to numba's `prange`)
-/// says little about the next wake-up.
+/// by other threads (another runtime's workers spinning, as OpenMP's do for 200 ms
+/// after their work; 1-20 ms were measured next to numba's `prange`), or a
+/// core idle long enough for the host to deschedule it (the first
+/// wake-ups of a process measured 0.5-1 ms, the later ones 30-70 us, AMD
+/// EPYC Zen 3 VM), says little about the next wake-up.
 fn record_wake(called: std::time::Instant) {
     let ns = u64::try_from(called.elapsed().as_nanos())
         .unwrap_or(u64::MAX)
@@ -122,6 +125,7 @@ fn record_wake(called: std::time::Instant) {
     // Racing updates lose a sample at worst.
     let old = WAKE_NS.load(Ordering::Relaxed);
     WAKE_NS.store(next_wake_estimate(old, ns), Ordering::Relaxed);
+    ALONE_SINCE_WAKE.store(0, Ordering::Relaxed);
 }
 
 /// The longest wake-up sample counted: a millisecond.
@@ -136,6 +140,38 @@ fn next_wake_estimate(old: u64, ns: u64) -> u64 {
     } else {
         old + (ns.min(old.saturating_mul(4)) - old) / 16
     }
+}
+
+/// Calls that would have split were a helper awake but ran alone since the
+/// last wake-up was measured (see [`remeasure_wake_now`]).
+static ALONE_SINCE_WAKE: AtomicUsize = AtomicUsize::new(0);
+
+/// One in this many calls that would split were a helper awake, but whose
+/// work is less than twice the estimated wake-up, splits all the same while
+/// no wake-up was measured in between: the estimate is refreshed only by
+/// wake-ups, and one too high (the first of a process can take a
+/// millisecond) would otherwise keep every such call alone for good. AMD
+/// EPYC Zen 3 VM, 4,096 random rows of 512 bytes back to back on two
+/// threads: in one fresh process in three the estimate stuck at 150 us to
+/// 1 ms and every call took 650-950 us alone, against 320-460 us split
+/// (docs/performance.md). A split made now costs its caller the wake-up
+/// call and at worst the wait for the helper's last task (the caller never
+/// waits for a wake-up, `for_each_task`), a few percent of one call in 16.
+const REMEASURE_EVERY: usize = 16;
+
+/// Called by a call that would split were a helper awake but finds none and
+/// has less work than the estimated wake-up is worth: whether to split it
+/// all the same, to measure a wake-up anew ([`REMEASURE_EVERY`]). Never
+/// while a wake-up time is set (`set_wake_us`).
+pub(crate) fn remeasure_wake_now() -> bool {
+    if WAKE_SET_NS.load(Ordering::Relaxed) != 0 {
+        return false;
+    }
+    // Racing calls may both split or count one call short: harmless.
+    let alone = ALONE_SINCE_WAKE.load(Ordering::Relaxed) + 1;
+    let due = alone >= REMEASURE_EVERY;
+    ALONE_SINCE_WAKE.store(if due { 0 } else { alone }, Ordering::Relaxed);
+    due
 }
 
 /// How many helpers linger now: a split would find them awake.

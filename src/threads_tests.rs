@@ -192,6 +192,20 @@ fn the_wake_up_estimate_follows_fast_wake_ups_and_shrugs_off_slow_ones() {
 }
 
 #[test]
+fn one_call_in_a_few_that_ran_alone_measures_a_wake_up_anew() {
+    // Other tests' wake-ups restart the count: splits come at most one in
+    // REMEASURE_EVERY calls, and come.
+    let calls = 100 * REMEASURE_EVERY;
+    let splits = (0..calls).filter(|_| remeasure_wake_now()).count();
+    assert!(splits >= 1 && splits <= calls / REMEASURE_EVERY, "{splits}");
+    // A wake-up time set by the user is not measured.
+    set_wake_us(Some(45)).expect("within bounds");
+    let splits = (0..calls).filter(|_| remeasure_wake_now()).count();
+    set_wake_us(None).expect("no time");
+    assert_eq!(splits, 0);
+}
+
+#[test]
 fn a_stale_post_joins_nothing() {
     fn nothing(_: usize) {}
     let erased: &'static (dyn Fn(usize) + Sync) = &nothing;
