@@ -113,11 +113,11 @@ pub(crate) fn wake_ns() -> u64 {
 /// still awake in the pool's own idle loop took 1 us) and slower ones only
 /// a sixteenth of the way, each sample taken at most four times the
 /// estimate and at most [`WAKE_SAMPLE_MAX_NS`]: a helper kept off its core
-/// by other threads (another runtime's workers spinning, as OpenMP's do for 200 ms
-/// after their work; 1-20 ms were measured next to numba's `prange`), or a
-/// core idle long enough for the host to deschedule it (the first
-/// wake-ups of a process measured 0.5-1 ms, the later ones 30-70 us, AMD
-/// EPYC Zen 3 VM), says little about the next wake-up.
+/// by other threads (another runtime's workers spinning, as OpenMP's do for
+/// 200 ms after their work; 1-20 ms were measured next to numba's
+/// `prange`), or a core idle long enough for the host to deschedule it (the
+/// first wake-ups of a process measured 0.15-1 ms, the later ones 30-70 us,
+/// AMD EPYC Zen 3 VM), says little about the next wake-up.
 fn record_wake(called: std::time::Instant) {
     let ns = u64::try_from(called.elapsed().as_nanos())
         .unwrap_or(u64::MAX)
