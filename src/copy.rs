@@ -416,8 +416,9 @@ const SMALL_ROW: usize = 64;
 /// call to `memcpy`: on the Intel kind, 256 cached rows of 140 to 384 bytes
 /// took 0.75-0.85x the time; from 700 bytes the two were even. The general
 /// kernel's loop, with its prefetches, took 1.3-1.4x the time with them on
-/// 4,096-8,192 rows of 140-200 bytes, so it keeps `memcpy`
-/// (docs/performance.md).
+/// 4,096-8,192 rows of 140-200 bytes there, so it keeps `memcpy`, but for
+/// far calls on CPUs without AVX-512 ([`copy_far_pieces`],
+/// `machine::Tuning::far_rows_by_pieces`; docs/performance.md).
 pub(crate) const MEDIUM_ROW: usize = 512;
 
 /// 16 bytes that load and store as one vector move.
@@ -567,16 +568,8 @@ fn medium_rows_by_pieces(table: &[u8], offsets: &[usize], width: usize, out: &mu
         for (dst, &from) in out.chunks_exact_mut(width).zip(offsets) {
             let src = &table[from..from + width];
             // SAFETY: `src` and `dst` are distinct slices of `width` bytes
-            // (`chunks_exact_mut`); the first `PIECES - 1` pieces end at
-            // `32 * (PIECES - 1) < width` and the last one starts at
-            // `width - 32 > 0`, so every move stays inside both.
-            unsafe {
-                let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-                for k in 0..PIECES - 1 {
-                    V32::two_moves(s.add(32 * k), d.add(32 * k), 32);
-                }
-                V32::two_moves(s.add(width - 32), d.add(width - 32), 32);
-            }
+            // (`chunks_exact_mut`), in the range `move_pieces` asks (above).
+            unsafe { move_pieces::<PIECES>(src.as_ptr(), dst.as_mut_ptr(), width) };
         }
     }
     macro_rules! by_pieces {
@@ -584,6 +577,123 @@ fn medium_rows_by_pieces(table: &[u8], offsets: &[usize], width: usize, out: &mu
             match width.div_ceil(32) {
                 $($p => rows::<$p>(table, offsets, width, out),)*
                 _ => panic!("copy_medium_rows: width {width} outside 65..=MEDIUM_ROW"),
+            }
+        };
+    }
+    // The arms cover SMALL_ROW < width <= MEDIUM_ROW.
+    const _: () = assert!(SMALL_ROW == 2 * 32 && MEDIUM_ROW == 16 * 32);
+    by_pieces!(3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// Copies the `width` bytes at `src` to `dst` as `PIECES` 32-byte pieces:
+/// `PIECES - 1` from the start and one ending at the last byte (overlapping
+/// the one before). A straight line of moves, no call, no loop.
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, width)`;
+/// `32 * (PIECES - 1) < width <= 32 * PIECES` and `PIECES >= 2`, so that the
+/// first `PIECES - 1` pieces end inside the slices and the last one starts
+/// at `width - 32 > 0`.
+#[inline(always)]
+unsafe fn move_pieces<const PIECES: usize>(src: *const u8, dst: *mut u8, width: usize) {
+    debug_assert!(PIECES >= 2 && 32 * (PIECES - 1) < width && width <= 32 * PIECES);
+    // SAFETY: every piece lies inside both slices (the bound above).
+    unsafe {
+        for k in 0..PIECES - 1 {
+            move_piece(src.add(32 * k), dst.add(32 * k));
+        }
+        move_piece(src.add(width - 32), dst.add(width - 32));
+    }
+}
+
+/// Copies the 32 bytes at `src` to `dst`: one move with AVX (the compiler
+/// joins the two halves), two without. Not [`V32`]'s `two_moves` of 32
+/// bytes, whose head and tail are then the same bytes moved twice (the
+/// compiler cannot drop either: `src` and `dst` might overlap).
+///
+/// # Safety
+/// As for `ptr::copy_nonoverlapping(src, dst, 32)`.
+#[inline(always)]
+unsafe fn move_piece(src: *const u8, dst: *mut u8) {
+    // SAFETY: 32 bytes at both (caller); unaligned moves take any address.
+    unsafe {
+        let head = src.cast::<V16>().read_unaligned();
+        let tail = src.add(16).cast::<V16>().read_unaligned();
+        dst.cast::<V16>().write_unaligned(head);
+        dst.add(16).cast::<V16>().write_unaligned(tail);
+    }
+}
+
+/// [`copy_var`]'s far rows of `SMALL_ROW < width <= MEDIUM_ROW` bytes on a
+/// CPU whose `memcpy` moves at most 32 bytes at once
+/// (`machine::Tuning::far_rows_by_pieces`): each row by [`move_pieces`],
+/// the row path's inline moves (one instruction a piece with AVX), with the
+/// same prefetch far ahead. Fewer instructions a row keep more rows' misses
+/// in flight.
+///
+/// # Safety
+/// As for [`copy_rows`]; `SMALL_ROW < width <= MEDIUM_ROW`.
+unsafe fn copy_far_pieces<const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    width: usize,
+    ahead: Ahead,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: forwarded from the caller; this CPU has AVX (checked
+        // just now).
+        return unsafe { copy_far_pieces_avx::<ZERO>(src, offsets, count, dst, width, ahead) };
+    }
+    // SAFETY: forwarded from the caller.
+    unsafe { far_pieces_rows::<ZERO>(src, offsets, count, dst, width, ahead) }
+}
+
+/// [`copy_far_pieces`] compiled for AVX: each 32-byte piece one move.
+///
+/// # Safety
+/// As for [`copy_far_pieces`]; only on a CPU with AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[link_section = "ndgather_dispatched"]
+unsafe fn copy_far_pieces_avx<const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    width: usize,
+    ahead: Ahead,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe { far_pieces_rows::<ZERO>(src, offsets, count, dst, width, ahead) }
+}
+
+/// [`copy_far_pieces`]' body, inlined into each of its two compilations:
+/// one loop for each count of pieces, chosen once for all the rows.
+///
+/// # Safety
+/// As for [`copy_far_pieces`].
+#[inline(always)]
+unsafe fn far_pieces_rows<const ZERO: bool>(
+    src: *const u8,
+    offsets: &[isize],
+    count: usize,
+    dst: *mut u8,
+    width: usize,
+    ahead: Ahead,
+) {
+    let rows = ahead.rows;
+    macro_rules! by_pieces {
+        ($($p:literal)*) => {
+            match width.div_ceil(32) {
+                // SAFETY (every arm): the caller's contract for copy_rows,
+                // and `32 * ($p - 1) < width <= 32 * $p` as `move_pieces`
+                // asks.
+                $($p => copy_rows!(src, offsets, count, dst, width, rows, ahead.tail, FAR, ZERO, move_pieces::<$p>),)*
+                // Outside the range the caller keeps to: `memcpy`, as before.
+                _ => copy_rows!(src, offsets, count, dst, width, rows, ahead.tail, FAR, ZERO, move_run::<false, 0>),
             }
         };
     }
@@ -675,6 +785,14 @@ unsafe fn copy_var<const STREAM: bool, const ZERO: bool, const W: usize>(
     }
     if ahead.far && ahead.by_sixteen {
         copy_with!(FAR, move_far_run::<STREAM, W>);
+    } else if !STREAM
+        && ahead.far
+        && ahead.by_pieces
+        && !ahead.to_lines
+        && (SMALL_ROW + 1..=MEDIUM_ROW).contains(&width)
+    {
+        // SAFETY: forwarded from the caller; the width is in range.
+        unsafe { copy_far_pieces::<ZERO>(src, offsets, count, dst, width, ahead) };
     } else if !STREAM && ahead.to_lines && ahead.far {
         copy_with!(FAR, copy_to_lines);
     } else if !STREAM && ahead.to_lines {

@@ -59,6 +59,7 @@ fn small_rows_of_every_width_with_zero_fill() {
                         far: pf == FAR,
                         tail,
                         by_sixteen: false,
+                        by_pieces: false,
                         to_lines: false,
                     },
                 )
@@ -103,6 +104,7 @@ fn check_streamed_rows_from<const W: usize>(
             far,
             tail: true,
             by_sixteen: far,
+            by_pieces: false,
             to_lines: false,
         };
         assert!(offsets
@@ -294,16 +296,21 @@ fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
     let base = raw.as_ptr().align_offset(64);
     let src = &mut raw[base..base + 6144];
     let offsets = [16isize, ZERO_FILL, 0, 64, 1000, 48, 2048, 3];
-    for width in [144, 160, 200, 256, 300, 512, 1024, 1040] {
-        // Far, by 16-byte moves (`machine::Tuning::far_rows_by_sixteen`) or
-        // by `memcpy`, whichever this machine's model takes; stored on
-        // lines (`machine::Tuning::lines_stored_min_out_bytes`) or not.
-        for (far, by_sixteen, to_lines) in [
-            (false, false, false),
-            (true, false, false),
-            (true, true, false),
-            (false, false, true),
-            (true, false, true),
+    for width in [
+        65, 72, 96, 100, 144, 160, 200, 256, 300, 480, 511, 512, 1024, 1040,
+    ] {
+        // Far, by 16-byte moves (`machine::Tuning::far_rows_by_sixteen`),
+        // by 32-byte pieces (`far_rows_by_pieces`, 65 to 512 bytes) or by
+        // `memcpy`, whichever this machine's model takes; stored on lines
+        // (`machine::Tuning::lines_stored_min_out_bytes`) or not.
+        for (far, by_sixteen, by_pieces, to_lines) in [
+            (false, false, false, false),
+            (true, false, false, false),
+            (true, true, false, false),
+            (true, false, true, false),
+            (false, false, false, true),
+            (true, false, false, true),
+            (true, false, true, true),
         ] {
             for at in [0, 16] {
                 let len = offsets.len() * width;
@@ -314,6 +321,7 @@ fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
                     far,
                     tail: true,
                     by_sixteen,
+                    by_pieces,
                     to_lines,
                 };
                 // SAFETY: every offset + width <= 2048 + 1040 <= src.len();
@@ -382,6 +390,59 @@ fn copies_to_lines_of_every_length_from_every_line_offset() {
                     "at {at} len {len}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn far_rows_by_pieces_without_avx_copy_the_same() {
+    // `copy_far_pieces`' body as compiled without AVX (each piece two
+    // 16-byte moves), which a CPU with AVX never runs: every count of
+    // pieces, rows on and off a line, one zero-filled, into an output on a
+    // line and 16 bytes past one, nothing written around it.
+    let raw: Vec<u8> = (0..8192u32).map(|v| (v * 7 % 253) as u8).collect();
+    let base = raw.as_ptr().align_offset(64);
+    let src = &raw[base..base + 6144];
+    let offsets = [16isize, ZERO_FILL, 0, 64, 1000, 48, 2048, 3];
+    for width in (65..=512).step_by(13).chain([96, 128, 511, 512]) {
+        for at in [0, 16] {
+            let len = offsets.len() * width;
+            let mut raw_dst = vec![0xEEu8; len + 2 * LINE];
+            let d0 = raw_dst.as_ptr().align_offset(LINE) + at;
+            let ahead = Ahead {
+                rows: 2,
+                far: true,
+                tail: true,
+                by_sixteen: false,
+                by_pieces: true,
+                to_lines: false,
+            };
+            // SAFETY: every offset + width <= 2048 + 512 <= src.len(); the
+            // output, `d0 .. d0 + len`, lies inside `raw_dst`; 64 < width
+            // <= 512.
+            unsafe {
+                far_pieces_rows::<true>(
+                    src.as_ptr(),
+                    &offsets,
+                    offsets.len(),
+                    raw_dst.as_mut_ptr().add(d0),
+                    width,
+                    ahead,
+                )
+            };
+            for (row, &off) in raw_dst[d0..d0 + len].chunks_exact(width).zip(&offsets) {
+                if off == ZERO_FILL {
+                    assert!(row.iter().all(|&b| b == 0), "width {width}");
+                } else {
+                    let off = off as usize;
+                    assert_eq!(row, &src[off..off + width], "width {width} at {at}");
+                }
+            }
+            assert!(raw_dst[..d0].iter().all(|&b| b == 0xEE), "width {width}");
+            assert!(
+                raw_dst[d0 + len..].iter().all(|&b| b == 0xEE),
+                "width {width}"
+            );
         }
     }
 }

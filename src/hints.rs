@@ -64,6 +64,10 @@ pub(crate) struct Ahead {
     /// are copied by 16-byte moves rather than `memcpy`
     /// (`machine::Tuning::far_rows_by_sixteen`, `copy::move_far_run`).
     pub(crate) by_sixteen: bool,
+    /// Whether a far call's slices of 65 to 512 bytes are copied by inline
+    /// 32-byte pieces rather than `memcpy`
+    /// (`machine::Tuning::far_rows_by_pieces`, `copy::copy_far_pieces`).
+    pub(crate) by_pieces: bool,
     /// Whether slices of four lines and more are copied with their stores
     /// on lines (`copy::copy_to_lines`): the call's output is large enough
     /// (`machine::Tuning::lines_stored_min_out_bytes`).
@@ -100,6 +104,7 @@ impl Ahead {
             far,
             tail: true,
             by_sixteen: far && tuning().far_rows_by_sixteen,
+            by_pieces: far && tuning().far_rows_by_pieces,
             to_lines: false,
         }
     }

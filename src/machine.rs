@@ -175,6 +175,22 @@ pub(crate) struct Tuning {
     /// moves 64 bytes at once (AVX-512: Zen 4, where it copied such rows
     /// faster, and the Intel kind): as before there.
     pub(crate) half_kib_rows_by_moves: bool,
+    /// Whether a far call (`hints::Ahead::far`) copies its rows of 65 to
+    /// 512 bytes (`copy::MEDIUM_ROW`) by the row path's inline 32-byte
+    /// pieces (`copy::copy_far_pieces`, one move each with AVX) rather than
+    /// by `memcpy`, where the CPU has no AVX-512 (`memcpy` moves 32 bytes
+    /// at once there too). A random row's copy waits on memory, and the
+    /// fewer instructions a row takes, the more rows' misses the core keeps
+    /// in flight: a 512-byte row is about 35 instructions in pieces against
+    /// some 65 through `memcpy`'s call and dispatch. AMD EPYC Zen 3 VM, one
+    /// thread, random rows of a 512 MiB table into a warm `out=`, both
+    /// builds in one process: 4,096 rows of 512 bytes 0.78-0.88x the time
+    /// (now within 1.01x of the gather floor), 4,096 of 256 bytes
+    /// 0.73-0.81x, 512 of 512 bytes 0.86-0.90x (docs/performance.md). Not
+    /// where `memcpy` moves 64 bytes at once (AVX-512: the Zen 4 kind copies
+    /// such rows by 16-byte moves, `far_rows_by_sixteen`; the Intel kind by
+    /// `memcpy`): as before there, not measured.
+    pub(crate) far_rows_by_pieces: bool,
     /// Lines a long copy keeps requested ahead of the row it copies, into
     /// L2 (`hints::Ahead`, far; at most `hints::PREFETCH_MAX_ROWS` rows):
     /// random rows of a large array are latency-bound, and more lines in
@@ -233,6 +249,7 @@ impl Tuning {
                 usize::MAX
             },
             half_kib_rows_by_moves: !wide,
+            far_rows_by_pieces: !wide,
             far_prefetch_lines: if maker == Maker::Other && !wide {
                 64
             } else {
@@ -447,6 +464,8 @@ mod tests {
         assert_eq!(t.row_split_min_lines, usize::MAX);
         // Its row path copies 512-byte rows by `memcpy`, as measured there.
         assert!(!t.half_kib_rows_by_moves);
+        // Its far rows go by 16-byte moves or `memcpy`, as before.
+        assert!(!t.far_rows_by_pieces);
         // Its long copies keep 256 lines requested ahead, as measured there.
         assert_eq!(t.far_prefetch_lines, 256);
     }
@@ -470,6 +489,8 @@ mod tests {
         assert_eq!(t.row_split_min_lines, 512);
         // Their row path copies 512-byte rows by `memcpy`'s 64-byte moves.
         assert!(!t.half_kib_rows_by_moves);
+        // And their far rows (not measured by pieces there).
+        assert!(!t.far_rows_by_pieces);
         // Their long copies keep 256 lines requested ahead.
         assert_eq!(t.far_prefetch_lines, 256);
         // Nothing else depends on the maker.
@@ -504,6 +525,9 @@ mod tests {
         // Its row path copies 512-byte rows by 32-byte moves, not `memcpy`:
         // 0.90-0.96x the time there.
         assert!(t.half_kib_rows_by_moves);
+        // Its far rows of 65 to 512 bytes go by 32-byte pieces, not
+        // `memcpy`: 0.73-0.90x the time there.
+        assert!(t.far_rows_by_pieces);
         // Its long copies keep 64 lines requested ahead, not 256: 0.93-0.98x
         // the time for 512-byte rows there.
         assert_eq!(t.far_prefetch_lines, 64);
@@ -515,6 +539,7 @@ mod tests {
                 far_rows_by_sixteen: true,
                 row_split_min_lines: usize::MAX,
                 half_kib_rows_by_moves: false,
+                far_rows_by_pieces: false,
                 far_prefetch_lines: 256,
                 ..t
             },
