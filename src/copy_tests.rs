@@ -336,23 +336,7 @@ fn plain_rows_of_run_time_widths_near_and_far_from_any_line_offset() {
                         ahead,
                     )
                 };
-                let dst = &raw_dst[d0..d0 + len];
-                for (row, &off) in dst.chunks_exact(width).zip(&offsets) {
-                    if off == ZERO_FILL {
-                        assert!(row.iter().all(|&b| b == 0), "width {width}");
-                    } else {
-                        assert_eq!(
-                            row,
-                            &src[off as usize..off as usize + width],
-                            "width {width} at {at}"
-                        );
-                    }
-                }
-                assert!(raw_dst[..d0].iter().all(|&b| b == 0xEE), "width {width}");
-                assert!(
-                    raw_dst[d0 + len..].iter().all(|&b| b == 0xEE),
-                    "width {width}"
-                );
+                assert_rows_copied(&raw_dst, d0, src, &offsets, width);
             }
         }
     }
@@ -430,19 +414,28 @@ fn far_rows_by_pieces_without_avx_copy_the_same() {
                     ahead,
                 )
             };
-            for (row, &off) in raw_dst[d0..d0 + len].chunks_exact(width).zip(&offsets) {
-                if off == ZERO_FILL {
-                    assert!(row.iter().all(|&b| b == 0), "width {width}");
-                } else {
-                    let off = off as usize;
-                    assert_eq!(row, &src[off..off + width], "width {width} at {at}");
-                }
-            }
-            assert!(raw_dst[..d0].iter().all(|&b| b == 0xEE), "width {width}");
-            assert!(
-                raw_dst[d0 + len..].iter().all(|&b| b == 0xEE),
-                "width {width}"
-            );
+            assert_rows_copied(&raw_dst, d0, src, &offsets, width);
         }
     }
+}
+
+/// Asserts that `raw_dst` holds, from `d0`, the rows of `width` bytes at
+/// `offsets` in `src` (zeros for the zero-fill marker), and its 0xEE fill
+/// everywhere else.
+fn assert_rows_copied(raw_dst: &[u8], d0: usize, src: &[u8], offsets: &[isize], width: usize) {
+    let len = offsets.len() * width;
+    let at = d0 % LINE;
+    for (row, &off) in raw_dst[d0..d0 + len].chunks_exact(width).zip(offsets) {
+        if off == ZERO_FILL {
+            assert!(row.iter().all(|&b| b == 0), "width {width}");
+        } else {
+            let off = off as usize;
+            assert_eq!(row, &src[off..off + width], "width {width} at {at}");
+        }
+    }
+    assert!(raw_dst[..d0].iter().all(|&b| b == 0xEE), "width {width}");
+    assert!(
+        raw_dst[d0 + len..].iter().all(|&b| b == 0xEE),
+        "width {width}"
+    );
 }
