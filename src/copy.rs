@@ -6,7 +6,7 @@
 
 use std::ptr;
 
-use crate::hints::{Ahead, FAR, LINE, NEAR, NONE};
+use crate::hints::{self, Ahead, FAR, LINE, NEAR, NONE};
 use crate::layout::{for_each_run, SliceLayout};
 use crate::offsets::{prefetch_row, ZERO_FILL};
 use crate::plan::Plan;
@@ -536,16 +536,28 @@ pub(crate) unsafe fn copy_small(src: *const u8, dst: *mut u8, width: usize) {
 /// was no faster): `ov_gnd8_xml2` `out=` 1.58 -> 1.48 us on the Intel
 /// kind (docs/performance.md).
 ///
+/// With `ahead` above 0, each row's lines are requested into L2 `ahead`
+/// rows before its copy, as the far loop requests them (`hints::far_rows`),
+/// the first `ahead` rows left to the caller: where one core tracks few
+/// misses at once, requests spread over the copy hide more of each miss
+/// than all of them made before it (`machine::Tuning::rows_requested_ahead`).
+///
 /// # Panics
 /// If an offset's row is not inside `table` (the caller checked them all),
 /// or `width` is out of its range.
-pub(crate) fn copy_medium_rows(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+pub(crate) fn copy_medium_rows(
+    table: &[u8],
+    offsets: &[usize],
+    width: usize,
+    out: &mut [u8],
+    ahead: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: this CPU has AVX (checked just now).
-        return unsafe { copy_medium_rows_avx(table, offsets, width, out) };
+        return unsafe { copy_medium_rows_avx(table, offsets, width, out, ahead) };
     }
-    medium_rows_by_pieces(table, offsets, width, out);
+    medium_rows_by_pieces(table, offsets, width, out, ahead);
 }
 
 /// [`copy_medium_rows`] compiled for AVX: each 32-byte piece one move.
@@ -555,27 +567,62 @@ pub(crate) fn copy_medium_rows(table: &[u8], offsets: &[usize], width: usize, ou
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[link_section = "ndgather_dispatched"]
-unsafe fn copy_medium_rows_avx(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
-    medium_rows_by_pieces(table, offsets, width, out);
+unsafe fn copy_medium_rows_avx(
+    table: &[u8],
+    offsets: &[usize],
+    width: usize,
+    out: &mut [u8],
+    ahead: usize,
+) {
+    medium_rows_by_pieces(table, offsets, width, out, ahead);
 }
 
 /// [`copy_medium_rows`]' body, inlined into each of its two compilations.
 #[inline(always)]
-fn medium_rows_by_pieces(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+fn medium_rows_by_pieces(
+    table: &[u8],
+    offsets: &[usize],
+    width: usize,
+    out: &mut [u8],
+    ahead: usize,
+) {
     #[inline(always)]
-    fn rows<const PIECES: usize>(table: &[u8], offsets: &[usize], width: usize, out: &mut [u8]) {
+    fn rows<const PIECES: usize>(
+        table: &[u8],
+        offsets: &[usize],
+        width: usize,
+        out: &mut [u8],
+        ahead: usize,
+    ) {
         assert!(32 * (PIECES - 1) < width && width <= 32 * PIECES);
-        for (dst, &from) in out.chunks_exact_mut(width).zip(offsets) {
+        let copy = |dst: &mut [u8], from: usize| {
             let src = &table[from..from + width];
             // SAFETY: `src` and `dst` are distinct slices of `width` bytes
             // (`chunks_exact_mut`), in the range `move_pieces` asks (above).
             unsafe { move_pieces::<PIECES>(src.as_ptr(), dst.as_mut_ptr(), width) };
+        };
+        let mut rows = out.chunks_exact_mut(width).zip(offsets);
+        if ahead > 0 {
+            // The rows with one `ahead` places after them; `later` first in
+            // the zip, so that its end takes no row from `rows`.
+            let later = offsets.get(ahead..).unwrap_or_default();
+            for (&next, (dst, &from)) in later.iter().zip(rows.by_ref()) {
+                // Every line of the row: those of its first `32 * (PIECES -
+                // 1) + 1` bytes, a constant count, and its last byte's.
+                let p = table[next..next + width].as_ptr();
+                hints::lines(p, 32 * (PIECES - 1) + 1, true);
+                hints::line(p.wrapping_add(width - 1), true);
+                copy(dst, from);
+            }
+        }
+        for (dst, &from) in rows {
+            copy(dst, from);
         }
     }
     macro_rules! by_pieces {
         ($($p:literal)*) => {
             match width.div_ceil(32) {
-                $($p => rows::<$p>(table, offsets, width, out),)*
+                $($p => rows::<$p>(table, offsets, width, out, ahead),)*
                 _ => panic!("copy_medium_rows: width {width} outside 65..=MEDIUM_ROW"),
             }
         };

@@ -21,10 +21,14 @@ fn medium_rows_of_every_width() {
     for width in SMALL_ROW + 1..=MEDIUM_ROW {
         // Unaligned rows, one repeated, one ending at the table's last byte.
         let offsets = [1, 3 * MEDIUM_ROW - 7, 1, 4 * MEDIUM_ROW - width];
-        let mut out = vec![0u8; offsets.len() * width];
-        copy_medium_rows(&table, &offsets, width, &mut out);
-        for (row, &from) in out.chunks_exact(width).zip(&offsets) {
-            assert_eq!(row, &table[from..from + width], "{width}");
+        // Requesting no row ahead, or 1 to 5 rows ahead of the one copied
+        // (5: further than there are rows).
+        for ahead in 0..=5 {
+            let mut out = vec![0u8; offsets.len() * width];
+            copy_medium_rows(&table, &offsets, width, &mut out, ahead);
+            for (row, &from) in out.chunks_exact(width).zip(&offsets) {
+                assert_eq!(row, &table[from..from + width], "{width}, {ahead} ahead");
+            }
         }
     }
 }
@@ -34,7 +38,7 @@ fn medium_rows_of_every_width() {
 fn medium_rows_check_their_offsets() {
     let table = [0u8; 200];
     let mut out = [0u8; 100];
-    copy_medium_rows(&table, &[101], 100, &mut out);
+    copy_medium_rows(&table, &[101], 100, &mut out, 0);
 }
 
 #[test]

@@ -84,20 +84,10 @@ impl Ahead {
                 || (rows >= FAR_MIN_ROWS_HUGE
                     && width >= LINE
                     && data_bytes >= tuning().far_min_data_bytes));
-        let w = width.clamp(1, PREFETCH_MAX);
         let ahead = if far {
-            // A slice whose width divides a line or is a multiple of one
-            // lies on whole lines in an aligned array (an element, a 64- or
-            // 256-byte row); one of another width touches one more line than
-            // its width needs (a 60-byte row almost always two).
-            let lines = if w.is_multiple_of(LINE) || LINE.is_multiple_of(w) {
-                w.div_ceil(LINE)
-            } else {
-                w / LINE + 2
-            };
-            (tuning().far_prefetch_lines / lines).min(PREFETCH_MAX_ROWS)
+            far_rows(width)
         } else {
-            NEAR_PREFETCH_LINES / (w / LINE + 1)
+            NEAR_PREFETCH_LINES / (width.clamp(1, PREFETCH_MAX) / LINE + 1)
         };
         Ahead {
             rows: ahead.max(2),
@@ -139,6 +129,26 @@ impl Ahead {
             (false, false) => NONE,
         }
     }
+}
+
+/// Rows of `width` bytes a copy requests ahead, into L2, to keep
+/// `machine::Tuning::far_prefetch_lines` lines in flight (at least 2, at
+/// most [`PREFETCH_MAX_ROWS`]): the far calls' distance ([`Ahead`]), and the
+/// row path's where it requests its rows as it copies them
+/// (`machine::Tuning::rows_requested_ahead`).
+#[inline]
+pub(crate) fn far_rows(width: usize) -> usize {
+    let w = width.clamp(1, PREFETCH_MAX);
+    // A slice whose width divides a line or is a multiple of one lies on
+    // whole lines in an aligned array (an element, a 64- or 256-byte row);
+    // one of another width touches one more line than its width needs (a
+    // 60-byte row almost always two).
+    let lines = if w.is_multiple_of(LINE) || LINE.is_multiple_of(w) {
+        w.div_ceil(LINE)
+    } else {
+        w / LINE + 2
+    };
+    (tuning().far_prefetch_lines / lines).clamp(2, PREFETCH_MAX_ROWS)
 }
 
 /// Whether a slice of `width` bytes that starts at a multiple of `align` (a

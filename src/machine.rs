@@ -191,6 +191,23 @@ pub(crate) struct Tuning {
     /// such rows by 16-byte moves, `far_rows_by_sixteen`; the Intel kind by
     /// `memcpy`): as before there, not measured.
     pub(crate) far_rows_by_pieces: bool,
+    /// Whether the row path (`rows`) requests the lines of its rows of 65
+    /// to 512 bytes (`copy::MEDIUM_ROW`) a far distance ahead of the row it
+    /// copies (`hints::far_rows`, the far calls' distance), rather than
+    /// every row's before copying any. On AMD cores without AVX-512 the
+    /// requests made all at once were worth nothing: 64 random 512-byte
+    /// rows of a 512 MiB table took the gather floor as long requested all
+    /// first as not requested at all (12.3-12.9 against 13.0-14.5 us, one
+    /// thread), and 8.0-9.2 us requested 4 to 8 rows ahead, 9.4-11.3 at 16
+    /// to 32 (`perf`: most of the time on each row's first request, which
+    /// waits for the row's translation before the next can start, with
+    /// no copy left to do meanwhile). Requested ahead, the row path took
+    /// 0.73-0.85x the time at 64 and 256 ids of 512 and 256 bytes, 0.83-0.86x
+    /// at 512 ids of 128 bytes (AMD EPYC Zen 3 VM, one thread, both builds in
+    /// one process; docs/performance.md). Not on AMD's with AVX-512 (Zen 4:
+    /// every row first was measured the faster there, tuning log `rows`) or
+    /// on Intel's, where it was not measured: as before there.
+    pub(crate) rows_requested_ahead: bool,
     /// Lines a long copy keeps requested ahead of the row it copies, into
     /// L2 (`hints::Ahead`, far; at most `hints::PREFETCH_MAX_ROWS` rows):
     /// random rows of a large array are latency-bound, and more lines in
@@ -250,6 +267,7 @@ impl Tuning {
             },
             half_kib_rows_by_moves: !wide,
             far_rows_by_pieces: !wide,
+            rows_requested_ahead: maker == Maker::Other && !wide,
             far_prefetch_lines: if maker == Maker::Other && !wide {
                 64
             } else {
@@ -466,6 +484,9 @@ mod tests {
         assert!(!t.half_kib_rows_by_moves);
         // Its far rows go by 16-byte moves or `memcpy`, as before.
         assert!(!t.far_rows_by_pieces);
+        // Its row path requests every row before copying any, as measured
+        // there.
+        assert!(!t.rows_requested_ahead);
         // Its long copies keep 256 lines requested ahead, as measured there.
         assert_eq!(t.far_prefetch_lines, 256);
     }
@@ -491,6 +512,8 @@ mod tests {
         assert!(!t.half_kib_rows_by_moves);
         // And their far rows (not measured by pieces there).
         assert!(!t.far_rows_by_pieces);
+        // Their row path requests every row before copying any, as before.
+        assert!(!t.rows_requested_ahead);
         // Their long copies keep 256 lines requested ahead.
         assert_eq!(t.far_prefetch_lines, 256);
         // Nothing else depends on the maker.
@@ -528,6 +551,9 @@ mod tests {
         // Its far rows of 65 to 512 bytes go by 32-byte pieces, not
         // `memcpy`: 0.73-0.90x the time there.
         assert!(t.far_rows_by_pieces);
+        // Its row path requests its rows of 65 to 512 bytes the far
+        // distance ahead as it copies them: 0.73-0.86x the time there.
+        assert!(t.rows_requested_ahead);
         // Its long copies keep 64 lines requested ahead, not 256: 0.93-0.98x
         // the time for 512-byte rows there.
         assert_eq!(t.far_prefetch_lines, 64);
@@ -540,6 +566,7 @@ mod tests {
                 row_split_min_lines: usize::MAX,
                 half_kib_rows_by_moves: false,
                 far_rows_by_pieces: false,
+                rows_requested_ahead: false,
                 far_prefetch_lines: 256,
                 ..t
             },

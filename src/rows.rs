@@ -5,9 +5,13 @@
 //! the other, cost more than both. Here the ids are resolved into a small
 //! array on the stack while every row is requested into L2, then the rows
 //! are copied: all their misses are in flight at once (tuning log:
-//! `rows`). With a helper awake and many lines of rows, each thread
-//! requests and copies its own part instead, doubling the misses in flight
-//! (`take_tuples_split_in`).
+//! `rows`). Where the machine's model says that requests made all at once
+//! are worth less than requests spread over the copy
+//! (`machine::Tuning::rows_requested_ahead`), rows of 65 to 512 bytes are
+//! requested the far calls' distance ahead of the one copied instead, the
+//! first of them while the ids are resolved. With a helper awake and many
+//! lines of rows, each thread requests and copies its own part instead,
+//! doubling the misses in flight (`take_tuples_split_in`).
 //!
 //! Only the plain case is taken: the table's rows contiguous, the ids
 //! `i32` or `i64` counting from the end when negative (what
@@ -36,7 +40,8 @@ use crate::split::split_rows_as;
 pub const MAX_ROW_IDS: usize = 512;
 
 /// At most this many bytes of rows are read by the row path: every line
-/// of them is requested before any is copied, and beyond about 2,048 lines
+/// of them is requested before any is copied (but where
+/// `machine::Tuning::rows_requested_ahead`), and beyond about 2,048 lines
 /// the requests outrun what the core tracks, so that the general kernel's
 /// prefetch a fixed distance ahead does better.
 pub const MAX_ROW_BYTES: usize = 128 * 1024;
@@ -151,23 +156,31 @@ pub fn take_tuples_split_in<I: RowId>(
             // SAFETY: two distinct slices of the same length, at most 64.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
+        // Rows the medium rows' copy requests ahead of the one it copies,
+        // where the machine's model says so (0: every row is requested
+        // before the copy).
+        let ahead = if tuning().rows_requested_ahead {
+            hints::far_rows(row_bytes)
+        } else {
+            0
+        };
         macro_rules! fixed {
             ($($w:literal)* ; $($m:literal)* ; $($c:literal)*) => {
                 match row_bytes {
-                    512 if tuning().half_kib_rows_by_moves => take_rows_by(table, &rows, 512, 512, out, |table, offsets, out| {
-                        copy_medium_rows(table, offsets, 512, out)
-                    }, run),
+                    512 if tuning().half_kib_rows_by_moves => take_rows_by(table, &rows, 512, 512, out, |table, offsets, out, ahead| {
+                        copy_medium_rows(table, offsets, 512, out, ahead)
+                    }, ahead, run),
                     $($w => take_rows_with(table, &rows, $w, $w, out, |src: &[u8], dst: &mut [u8]| {
                         dst[..$w].copy_from_slice(&src[..$w])
                     }, run),)*
-                    $($m => take_rows_by(table, &rows, $m, $m, out, |table, offsets, out| {
-                        copy_medium_rows(table, offsets, $m, out)
-                    }, run),)*
+                    $($m => take_rows_by(table, &rows, $m, $m, out, |table, offsets, out, ahead| {
+                        copy_medium_rows(table, offsets, $m, out, ahead)
+                    }, ahead, run),)*
                     $($c => take_rows_with(table, &rows, $c, $c, out, copy, run),)*
                     ..=64 => take_rows_with(table, &rows, row_bytes, row_bytes, out, small, run),
-                    ..=MEDIUM_ROW => take_rows_by(table, &rows, row_bytes, row_bytes, out, |table, offsets, out| {
-                        copy_medium_rows(table, offsets, row_bytes, out)
-                    }, run),
+                    ..=MEDIUM_ROW => take_rows_by(table, &rows, row_bytes, row_bytes, out, |table, offsets, out, ahead| {
+                        copy_medium_rows(table, offsets, row_bytes, out, ahead)
+                    }, ahead, run),
                     _ => take_rows_with(table, &rows, row_bytes, row_bytes, out, copy, run),
                 }
             };
@@ -241,36 +254,42 @@ impl<'a, I: RowId> Rows<'a, I> {
         })
     }
 
-    /// Pushes every row's byte offset in the table onto `offsets`, each
-    /// row requested into L2 as it is found if the table is beyond a core's
-    /// L2 (the general path's rule, `plan::prefetches`: the requests for
-    /// the 180 rows of `ov_gnd8_xml2`, from a table of 840 KiB, took a third
-    /// of its call); [`Declined`] at the first index outside its axis
-    /// (without clipping; clipping, at an empty axis).
+    /// Pushes every row's byte offset in the table onto `offsets`, the
+    /// first `requested` rows (all of them with `usize::MAX`) requested
+    /// into L2 as they are found if the table is beyond a core's L2 (the
+    /// general path's rule, `plan::prefetches`: the requests for the 180
+    /// rows of `ov_gnd8_xml2`, from a table of 840 KiB, took a third of its
+    /// call); [`Declined`] at the first index outside its axis (without
+    /// clipping; clipping, at an empty axis).
     #[inline(always)]
     fn offsets(
         &self,
         table: &[u8],
         row_bytes: usize,
         offsets: &mut Offsets,
-        request: bool,
+        requested: usize,
     ) -> Result<(), Declined> {
-        match (request && prefetches(table.len()), self.clip) {
-            (true, false) => self.offsets_requested::<true, false>(table, row_bytes, offsets),
-            (false, false) => self.offsets_requested::<false, false>(table, row_bytes, offsets),
-            (true, true) => self.offsets_requested::<true, true>(table, row_bytes, offsets),
-            (false, true) => self.offsets_requested::<false, true>(table, row_bytes, offsets),
+        match (requested > 0 && prefetches(table.len()), self.clip) {
+            (true, false) => {
+                self.offsets_requested::<true, false>(table, row_bytes, offsets, requested)
+            }
+            (false, false) => self.offsets_requested::<false, false>(table, row_bytes, offsets, 0),
+            (true, true) => {
+                self.offsets_requested::<true, true>(table, row_bytes, offsets, requested)
+            }
+            (false, true) => self.offsets_requested::<false, true>(table, row_bytes, offsets, 0),
         }
     }
 
-    /// [`Rows::offsets`], each row requested into L2 if `REQUEST`, its
-    /// indices clamped into their axes if `CLIP`.
+    /// [`Rows::offsets`], the first `requested` rows requested into L2 if
+    /// `REQUEST`, the indices clamped into their axes if `CLIP`.
     #[inline(always)]
     fn offsets_requested<const REQUEST: bool, const CLIP: bool>(
         &self,
         table: &[u8],
         row_bytes: usize,
         offsets: &mut Offsets,
+        requested: usize,
     ) -> Result<(), Declined> {
         // A function, not a closure, so that it is inlined at each of its
         // calls with `row_bytes` a constant: a closure called twice was
@@ -282,11 +301,12 @@ impl<'a, I: RowId> Rows<'a, I> {
             row: usize,
             at: &mut [MaybeUninit<usize>; MAX_ROW_IDS],
             len: &mut usize,
+            requested: usize,
         ) {
             // The row is in the table (`Rows::new`), so the product is
             // below `table.len()`.
             let offset = row * row_bytes;
-            if REQUEST {
+            if REQUEST && *len < requested {
                 // Every line of the row into L2 rather than L1: the core
                 // tracks more misses in flight to L2, and L1 could not hold
                 // 64 KiB of rows anyway.
@@ -317,6 +337,7 @@ impl<'a, I: RowId> Rows<'a, I> {
                             base + resolve::<CLIP>(id.get(), rows)?,
                             at,
                             &mut len,
+                            requested,
                         );
                     }
                 }
@@ -324,7 +345,7 @@ impl<'a, I: RowId> Rows<'a, I> {
                     for pair in ids.chunks_exact(2) {
                         let row = resolve::<CLIP>(pair[0].get(), n0)? * n1
                             + resolve::<CLIP>(pair[1].get(), n1)?;
-                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len);
+                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len, requested);
                     }
                 }
                 _ => {
@@ -333,7 +354,7 @@ impl<'a, I: RowId> Rows<'a, I> {
                         for (id, &n) in tuple.iter().zip(self.dims) {
                             row = row * n + resolve::<CLIP>(id.get(), n)?;
                         }
-                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len);
+                        request::<REQUEST>(table, row_bytes, base + row, at, &mut len, requested);
                     }
                 }
             }
@@ -391,49 +412,64 @@ fn take_rows_with<I: RowId>(
     copy: impl Fn(&[u8], &mut [u8]) + Sync,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    let copy_all = |table: &[u8], offsets: &[usize], out: &mut [u8]| {
+    // Requests nothing ahead: every row is requested before the copy.
+    let copy_all = |table: &[u8], offsets: &[usize], out: &mut [u8], _ahead: usize| {
         for (dst, &from) in out.chunks_exact_mut(out_row).zip(offsets) {
             copy(&table[from..from + row_bytes], dst);
         }
     };
-    take_rows_by(table, rows, row_bytes, out_row, out, copy_all, run)
+    take_rows_by(table, rows, row_bytes, out_row, out, copy_all, 0, run)
 }
 
 /// [`take_rows_with`] with `copy_all` moving every row at once: given the
-/// table, the rows' byte offsets in it and `out` (`out_row` bytes a row).
+/// table, the rows' byte offsets in it, `out` (`out_row` bytes a row) and
+/// how many rows ahead of the one it copies it requests, the first that
+/// many rows requested before it (`ahead`; 0: it requests none, and every
+/// row is requested before it).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn take_rows_by<I: RowId>(
     table: &[u8],
     rows: &Rows<'_, I>,
     row_bytes: usize,
     out_row: usize,
     out: &mut [u8],
-    copy_all: impl Fn(&[u8], &[usize], &mut [u8]) + Sync,
+    copy_all: impl Fn(&[u8], &[usize], &mut [u8], usize) + Sync,
+    ahead: usize,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
     if out_row == 0 || Some(out.len()) != rows.count.checked_mul(out_row) {
         return Err(Declined);
     }
+    let request = prefetches(table.len());
+    let ahead = if request { ahead } else { 0 };
+    // The rows requested before the copy.
+    let first = if ahead > 0 { ahead } else { usize::MAX };
     let mut offsets = Offsets::new();
     let split = rows.threads > 1;
-    rows.offsets(table, row_bytes, &mut offsets, !split)?;
+    rows.offsets(
+        table,
+        row_bytes,
+        &mut offsets,
+        if split { 0 } else { first },
+    )?;
     let offsets = offsets.as_slice();
     if !split {
-        run(&mut || copy_all(table, offsets, out));
+        run(&mut || copy_all(table, offsets, out, ahead));
         return Ok(());
     }
     // Each thread requests the lines of its own rows, into its own L2, and
     // copies them.
-    let (threads, request) = (rows.threads, prefetches(table.len()));
+    let threads = rows.threads;
     let per_task = offsets.len().div_ceil(threads);
     let fill = |start: usize, chunk: &mut [u8]| {
         let offsets = &offsets[start..start + chunk.len() / out_row];
         if request {
-            for &from in offsets {
+            for &from in offsets.iter().take(first) {
                 hints::span(table[from..from + row_bytes].as_ptr(), row_bytes, true);
             }
         }
-        copy_all(table, offsets, chunk);
+        copy_all(table, offsets, chunk, ahead);
         Ok(())
     };
     run(&mut || {

@@ -336,20 +336,29 @@ fn clipping_clamps_each_index_into_its_own_axis() {
 
 #[test]
 fn wide_rows_of_a_table_past_the_prefetch_bound_copy_exactly() {
-    // Rows of 512 bytes and more (by `memcpy`, or 32-byte moves for 512:
-    // `machine::Tuning::half_kib_rows_by_moves`) from a table the row
-    // path requests its rows from.
-    for row_bytes in [512, 1000, 4096] {
+    // Rows of 65 bytes and more (by 32-byte moves, the lines of the rows
+    // requested ahead as they are copied where the machine's model says:
+    // `machine::Tuning::rows_requested_ahead`; by `memcpy` from 513 bytes,
+    // and for 512 where `machine::Tuning::half_kib_rows_by_moves` is not
+    // set) from a table the row path requests its rows from, as many rows
+    // as it takes, and fewer than it requests ahead.
+    for row_bytes in [128, 140, 256, 512, 1000, 4096] {
         let rows = (crate::machine::tuning().prefetch_min_data_bytes / row_bytes) + 1024;
         let t = table(rows, row_bytes);
         assert!(prefetches(t.len()));
-        let count = (MAX_ROW_BYTES / row_bytes).min(MAX_ROW_IDS);
-        let ids: Vec<i64> = (0..count as i64)
-            .map(|k| (k * 7919 + 13) % rows as i64 - (k % 3) * (rows as i64 / 2))
-            .collect();
-        let mut out = vec![0xAA; ids.len() * row_bytes];
-        assert_eq!(take_rows(&t, row_bytes, &ids, &mut out), Ok(()));
-        assert_eq!(out, naive(&t, row_bytes, &ids), "{row_bytes}-byte rows");
+        let most = (MAX_ROW_BYTES / row_bytes).min(MAX_ROW_IDS);
+        for count in [1, 3, most] {
+            let ids: Vec<i64> = (0..count as i64)
+                .map(|k| (k * 7919 + 13) % rows as i64 - (k % 3) * (rows as i64 / 2))
+                .collect();
+            let mut out = vec![0xAA; ids.len() * row_bytes];
+            assert_eq!(take_rows(&t, row_bytes, &ids, &mut out), Ok(()));
+            assert_eq!(
+                out,
+                naive(&t, row_bytes, &ids),
+                "{count} rows of {row_bytes} bytes"
+            );
+        }
     }
 }
 

@@ -288,6 +288,7 @@ fn tuning_py(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     d.set_item("row_split_min_lines", t.row_split_min_lines)?;
     d.set_item("half_kib_rows_by_moves", t.half_kib_rows_by_moves)?;
     d.set_item("far_rows_by_pieces", t.far_rows_by_pieces)?;
+    d.set_item("rows_requested_ahead", t.rows_requested_ahead)?;
     d.set_item("far_prefetch_lines", t.far_prefetch_lines)?;
     d.set_item("far_min_data_bytes", t.far_min_data_bytes)?;
     d.set_item("prefetch_min_data_bytes", t.prefetch_min_data_bytes)?;
