@@ -199,13 +199,15 @@ pub(crate) struct Tuning {
     /// rows of a 512 MiB table took the gather floor as long requested all
     /// first as not requested at all (12.3-12.9 against 13.0-14.5 us, one
     /// thread), and 8.0-9.2 us requested 4 to 8 rows ahead, 9.4-11.3 at 16
-    /// to 32 (`perf`: most of the time on each row's first request, which
-    /// waits for the row's translation before the next can start, with
-    /// no copy left to do meanwhile). Requested ahead, the row path took
-    /// 0.73-0.85x the time at 64 and 256 ids of 512 and 256 bytes, 0.83-0.86x
-    /// at 512 ids of 128 bytes (AMD EPYC Zen 3 VM, one thread, both builds in
-    /// one process; docs/performance.md). Not on AMD's with AVX-512 (Zen 4:
-    /// every row first was measured the faster there, tuning log `rows`) or
+    /// to 32 (`perf` of the row path: 87% of its request loop's samples on
+    /// the instruction after each row's first request, which seems to wait
+    /// for the row's translation, with no copy there to overlap the wait).
+    /// Requested ahead, the row path took 0.74-0.81x the time at 64 and 256
+    /// ids of 512 bytes, 0.73-0.95x of 256 bytes, 0.89-0.90x at 512 ids of
+    /// 128 bytes (AMD EPYC Zen 3 VM, one thread, both builds in one
+    /// process; docs/performance.md). Not on AMD's with AVX-512 (Zen 4:
+    /// every row first took 0.45-0.49x `take`'s time there, the general
+    /// kernel's requests a few rows ahead 0.57-0.81x; tuning log `rows`) or
     /// on Intel's, where it was not measured: as before there.
     pub(crate) rows_requested_ahead: bool,
     /// Lines a long copy keeps requested ahead of the row it copies, into
