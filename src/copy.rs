@@ -409,7 +409,7 @@ unsafe fn stream_carried_lines<const ZERO: bool, const W: usize>(
 
 /// Rows up to this width are copied with two overlapping moves rather than
 /// a call to `memcpy`.
-const SMALL_ROW: usize = 64;
+pub(crate) const SMALL_ROW: usize = 64;
 
 /// The row path (`rows`) copies rows up to this width (and over
 /// [`SMALL_ROW`]) by [`copy_medium_rows`]' inline 32-byte moves rather than a

@@ -26,7 +26,7 @@
 use std::mem::MaybeUninit;
 
 use crate::convert::Cast;
-use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW};
+use crate::copy::{copy_medium_rows, copy_small, MEDIUM_ROW, SMALL_ROW};
 use crate::hints;
 use crate::machine::tuning;
 use crate::offsets;
@@ -40,11 +40,47 @@ use crate::split::split_rows_as;
 pub const MAX_ROW_IDS: usize = 512;
 
 /// At most this many bytes of rows are read by the row path: every line
-/// of them is requested before any is copied (but where
-/// `machine::Tuning::rows_requested_ahead`), and beyond about 2,048 lines
+/// of them is requested before any is copied, and beyond about 2,048 lines
 /// the requests outrun what the core tracks, so that the general kernel's
-/// prefetch a fixed distance ahead does better.
+/// prefetch a fixed distance ahead does better. Where the copy requests
+/// the rows ahead as it goes, the bound is [`max_row_bytes`]'s.
 pub const MAX_ROW_BYTES: usize = 128 * 1024;
+
+/// Rows the copy of rows of `row_bytes` (from a table of `table_bytes`,
+/// `converted` or not) requests ahead of the one it copies, the first that
+/// many requested while the ids are resolved; 0: every row is requested
+/// before the copy (or none, from a table in a core's L2:
+/// `plan::prefetches`). Ahead where the machine's model says
+/// (`machine::Tuning::rows_requested_ahead`), for rows of 65 to 512 bytes
+/// copied by `copy_medium_rows` (512 bytes only where
+/// `machine::Tuning::half_kib_rows_by_moves`; not converted), the far
+/// calls' distance (`hints::far_rows`).
+fn ahead_rows(row_bytes: usize, converted: bool, table_bytes: usize) -> usize {
+    let medium = !converted
+        && row_bytes > SMALL_ROW
+        && row_bytes <= MEDIUM_ROW
+        && (row_bytes != 512 || tuning().half_kib_rows_by_moves);
+    if medium && tuning().rows_requested_ahead && prefetches(table_bytes) {
+        hints::far_rows(row_bytes)
+    } else {
+        0
+    }
+}
+
+/// The most bytes of rows of `row_bytes` (from a table of `table_bytes`,
+/// `converted` or not) the row path reads: [`MAX_ROW_BYTES`], or, where
+/// the copy requests the rows ahead as it goes ([`ahead_rows`]), as many as
+/// [`MAX_ROW_IDS`] rows of [`MEDIUM_ROW`] bytes: the bound's reason, requests
+/// that outrun what the core tracks, is then gone (AMD EPYC Zen 3 VM, 512
+/// random 512-byte rows of a 512 MiB table: 0.82-0.95x the general path's
+/// time on one thread, 0.88-0.99x on two; docs/performance.md).
+pub fn max_row_bytes(row_bytes: usize, converted: bool, table_bytes: usize) -> usize {
+    if ahead_rows(row_bytes, converted, table_bytes) > 0 {
+        MAX_ROW_IDS * MEDIUM_ROW
+    } else {
+        MAX_ROW_BYTES
+    }
+}
 
 /// Index types the row path reads: NumPy's default integers.
 pub trait RowId: Copy {
@@ -129,7 +165,7 @@ pub fn take_tuples_split_in<I: RowId>(
     threads: usize,
     run: impl FnOnce(&mut (dyn FnMut() + Send)),
 ) -> Result<(), Declined> {
-    let mut rows = Rows::new(table, ids, clip)?;
+    let mut rows = Rows::new(table, ids, clip, cast.is_some())?;
     rows.threads = threads.clamp(1, rows.count);
     let RowTable {
         bytes: table,
@@ -156,14 +192,7 @@ pub fn take_tuples_split_in<I: RowId>(
             // SAFETY: two distinct slices of the same length, at most 64.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
-        // Rows the medium rows' copy requests ahead of the one it copies,
-        // where the machine's model says so (0: every row is requested
-        // before the copy).
-        let ahead = if tuning().rows_requested_ahead {
-            hints::far_rows(row_bytes)
-        } else {
-            0
-        };
+        let ahead = ahead_rows(row_bytes, false, table.len());
         macro_rules! fixed {
             ($($w:literal)* ; $($m:literal)* ; $($c:literal)*) => {
                 match row_bytes {
@@ -219,7 +248,12 @@ struct Rows<'a, I> {
 }
 
 impl<'a, I: RowId> Rows<'a, I> {
-    fn new(table: RowTable<'a>, ids: &'a [I], clip: bool) -> Result<Self, Declined> {
+    fn new(
+        table: RowTable<'a>,
+        ids: &'a [I],
+        clip: bool,
+        converted: bool,
+    ) -> Result<Self, Declined> {
         let RowTable {
             bytes,
             batches,
@@ -240,7 +274,8 @@ impl<'a, I: RowId> Rows<'a, I> {
         if !ids.len().is_multiple_of(k) || !count.is_multiple_of(batches) {
             return Err(Declined);
         }
-        if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > MAX_ROW_BYTES {
+        let most = max_row_bytes(row_bytes, converted, bytes.len());
+        if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > most {
             return Err(Declined);
         }
         Ok(Rows {
@@ -442,7 +477,6 @@ fn take_rows_by<I: RowId>(
         return Err(Declined);
     }
     let request = prefetches(table.len());
-    let ahead = if request { ahead } else { 0 };
     // The rows requested before the copy.
     let first = if ahead > 0 { ahead } else { usize::MAX };
     let mut offsets = Offsets::new();

@@ -335,6 +335,43 @@ fn clipping_clamps_each_index_into_its_own_axis() {
 }
 
 #[test]
+fn rows_requested_ahead_may_fill_every_id() {
+    // From a table past the prefetch bound, 512 rows of 512 bytes (256 KiB)
+    // take the row path where its copy requests them ahead as it goes, and
+    // are declined where every row is requested first; converted, or from
+    // a table in a core's L2, the bound is `MAX_ROW_BYTES` everywhere.
+    let tuning = crate::machine::tuning();
+    let rows = tuning.prefetch_min_data_bytes / 512 + 1024;
+    let t = table(rows, 512);
+    let ahead = tuning.rows_requested_ahead && tuning.half_kib_rows_by_moves;
+    let most = max_row_bytes(512, false, t.len());
+    assert_eq!(
+        most,
+        if ahead {
+            MAX_ROW_IDS * 512
+        } else {
+            MAX_ROW_BYTES
+        }
+    );
+    assert_eq!(max_row_bytes(512, true, t.len()), MAX_ROW_BYTES);
+    assert_eq!(max_row_bytes(512, false, 300 * 512), MAX_ROW_BYTES);
+    assert_eq!(max_row_bytes(64, false, t.len()), MAX_ROW_BYTES);
+    assert_eq!(max_row_bytes(513, false, t.len()), MAX_ROW_BYTES);
+    let ids: Vec<i64> = (0..MAX_ROW_IDS as i64)
+        .map(|k| (k * 7919 + 13) % rows as i64)
+        .collect();
+    let mut out = vec![0xAA; ids.len() * 512];
+    let got = take_rows(&t, 512, &ids, &mut out);
+    if ahead {
+        assert_eq!(got, Ok(()));
+        assert_eq!(out, naive(&t, 512, &ids));
+    } else {
+        assert_eq!(got, Err(Declined));
+        assert!(out.iter().all(|&b| b == 0xAA));
+    }
+}
+
+#[test]
 fn wide_rows_of_a_table_past_the_prefetch_bound_copy_exactly() {
     // Rows of 65 bytes and more (by 32-byte moves, the lines of the rows
     // requested ahead as they are copied where the machine's model says:

@@ -14,7 +14,7 @@ use super::detach::run_detached;
 use super::mapped::in_mapping;
 use crate::machine::LINE;
 use crate::plan::prefetches;
-use crate::rows::{take_tuples_split_in, RowId, RowTable, MAX_ROW_BYTES, MAX_ROW_IDS};
+use crate::rows::{max_row_bytes, take_tuples_split_in, RowId, RowTable, MAX_ROW_IDS};
 use crate::split::{row_path_threads, RANDOM_ROW_COST};
 use crate::{num_threads, Cast};
 
@@ -104,11 +104,12 @@ pub(crate) fn try_take_rows<'py>(
     let Some(id_size) = plain_ids(ids) else {
         return Ok(None);
     };
+    let table_len = table_items * data_dtype.itemsize();
     if rank > MAX_RANK
         || table_items == 0
         || count == 0
         || count > MAX_ROW_IDS
-        || count.saturating_mul(row_bytes) > MAX_ROW_BYTES
+        || count.saturating_mul(row_bytes) > max_row_bytes(row_bytes, cast.is_some(), table_len)
         || !table.is_c_contiguous()
     {
         return Ok(None);
@@ -116,7 +117,6 @@ pub(crate) fn try_take_rows<'py>(
     // Last: a call that does not split may wake a helper for the next.
     let lines = count.saturating_mul(row_bytes.div_ceil(LINE));
     let cost = count.saturating_mul(out_row.saturating_add(RANDOM_ROW_COST));
-    let table_len = table_items * data_dtype.itemsize();
     let Some(threads) = row_path_threads(num_threads(), lines, cost, prefetches(table_len)) else {
         return Ok(None);
     };
