@@ -72,10 +72,15 @@ fn ahead_rows(row_bytes: usize, converted: bool, table_bytes: usize) -> usize {
 /// the copy requests the rows ahead as it goes ([`ahead_rows`]), as many as
 /// [`MAX_ROW_IDS`] rows of [`MEDIUM_ROW`] bytes: the bound's reason, requests
 /// that outrun what the core tracks, is then gone (AMD EPYC Zen 3 VM, 512
-/// random 512-byte rows of a 512 MiB table: 0.82-0.95x the general path's
-/// time on one thread, 0.88-0.99x on two; docs/performance.md).
+/// random 512-byte rows of a 512 MiB table: 0.85-0.92x the general path's
+/// time on one thread, 0.81-1.00x on two; docs/performance.md).
 pub fn max_row_bytes(row_bytes: usize, converted: bool, table_bytes: usize) -> usize {
-    if ahead_rows(row_bytes, converted, table_bytes) > 0 {
+    bound(ahead_rows(row_bytes, converted, table_bytes))
+}
+
+/// [`max_row_bytes`] for a copy that requests `ahead` rows ahead.
+fn bound(ahead: usize) -> usize {
+    if ahead > 0 {
         MAX_ROW_IDS * MEDIUM_ROW
     } else {
         MAX_ROW_BYTES
@@ -192,7 +197,7 @@ pub fn take_tuples_split_in<I: RowId>(
             // SAFETY: two distinct slices of the same length, at most 64.
             unsafe { copy_small(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
         };
-        let ahead = ahead_rows(row_bytes, false, table.len());
+        let ahead = rows.ahead;
         macro_rules! fixed {
             ($($w:literal)* ; $($m:literal)* ; $($c:literal)*) => {
                 match row_bytes {
@@ -245,6 +250,8 @@ struct Rows<'a, I> {
     clip: bool,
     /// The threads the copy is split over.
     threads: usize,
+    /// Rows the copy requests ahead of the one it copies ([`ahead_rows`]).
+    ahead: usize,
 }
 
 impl<'a, I: RowId> Rows<'a, I> {
@@ -274,8 +281,8 @@ impl<'a, I: RowId> Rows<'a, I> {
         if !ids.len().is_multiple_of(k) || !count.is_multiple_of(batches) {
             return Err(Declined);
         }
-        let most = max_row_bytes(row_bytes, converted, bytes.len());
-        if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > most {
+        let ahead = ahead_rows(row_bytes, converted, bytes.len());
+        if count == 0 || count > MAX_ROW_IDS || count.saturating_mul(row_bytes) > bound(ahead) {
             return Err(Declined);
         }
         Ok(Rows {
@@ -286,6 +293,7 @@ impl<'a, I: RowId> Rows<'a, I> {
             count,
             clip,
             threads: 1,
+            ahead,
         })
     }
 
